@@ -1,0 +1,128 @@
+"""Request and response bodies of the REST routes (all pydantic, all in OpenAPI)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from shared.archive import RunRecord
+from shared.run_models import NodeReport, PendingInput
+
+
+class StartRunRequest(BaseModel):
+    """Start a graph run: a registered graph by name, or an inline spec."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"graph": "approval-flow", "input": {"topic": "Q3 budget"}},
+            ]
+        },
+    )
+
+    graph: str | None = Field(
+        None, min_length=1, max_length=128, description="name of a registered graph"
+    )
+    graph_spec: dict[str, Any] | None = Field(
+        None, description="an inline graph spec (JSON Schema at GET /graphs/schema)"
+    )
+    input: Any = Field(None, description="run input, checked against the graph's input_schema")
+    context: dict[str, Any] = Field(default_factory=dict, description="shared run context")
+    meta: dict[str, Any] = Field(
+        default_factory=dict, description="metadata propagated from node to node"
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one_graph(self) -> StartRunRequest:
+        if (self.graph is None) == (self.graph_spec is None):
+            raise ValueError("give exactly one of 'graph' (a registered name) or 'graph_spec'")
+        return self
+
+
+class StartRunResponse(BaseModel):
+    """Where to follow the run that was just started."""
+
+    workflow_id: str
+    run_id: str
+    stream_url: str = Field(description="SSE stream of the run's messages")
+    updates_url: str = Field(description="the run's message history (gzip JSON)")
+    status_url: str
+    temporal_ui_url: str
+
+
+class RunList(BaseModel):
+    runs: list[RunRecord]
+    total: int
+    limit: int
+    offset: int
+
+
+class RunDetail(BaseModel):
+    """A run as Temporal, the running workflow and the archive know it."""
+
+    workflow_id: str
+    run_id: str | None = None
+    graph_name: str | None = None
+    tenant_id: str | None = None
+    status: str = Field(description="running, paused, completed, failed, canceled, ...")
+    temporal_status: str | None = Field(None, description="Temporal's execution status")
+    current_nodes: list[str] = Field(default_factory=list)
+    pending_input: PendingInput | None = None
+    node_reports: list[NodeReport] = Field(default_factory=list)
+    input: Any = None
+    context: dict[str, Any] | None = None
+    output: Any = None
+    error: str | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    closed_at: datetime | None = None
+    temporal_ui_url: str | None = None
+    stream_url: str | None = None
+    updates_url: str | None = None
+
+
+class Accepted(BaseModel):
+    """An operation was accepted and will happen asynchronously."""
+
+    status: Literal["accepted"] = "accepted"
+    message: str
+    workflow_id: str
+
+
+class MessagesPage(BaseModel):
+    """The stored messages of a run (compact wire format, seed 002)."""
+
+    messages: list[dict[str, Any]] = Field(
+        description="CompactMessage objects: t, m?, w?, d?, f?, ts, i?"
+    )
+
+
+class GraphSummary(BaseModel):
+    name: str
+    version: str
+    description: str
+    entry: str
+    node_count: int
+    node_types: list[str]
+
+
+class GraphList(BaseModel):
+    graphs: list[GraphSummary]
+
+
+class HealthStatus(BaseModel):
+    status: Literal["ok"] = "ok"
+
+
+class CheckResult(BaseModel):
+    ok: bool
+    latency_ms: float
+    detail: str | None = None
+
+
+class ReadyStatus(BaseModel):
+    status: Literal["ready", "unavailable"]
+    checks: dict[str, CheckResult]

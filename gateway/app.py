@@ -1,0 +1,117 @@
+"""The FastAPI application: ``create_app()`` wires settings, clients and routes.
+
+The lifespan opens one of each client per process and closes them on the way
+out: the Temporal client (pydantic data converter; lazy, so the gateway starts
+and answers 503 while Temporal is down), the Redis message bus, the shared
+pub/sub ``SubscriptionHub`` and the Mongo ``RunArchive``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import APIRouter, FastAPI
+from fastapi.routing import APIRoute
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from gateway.access_log import install_access_log_redaction
+from gateway.body_limit import ContentLengthLimit
+from gateway.catalog_cache import CatalogCache
+from gateway.problems import install_problem_handlers
+from gateway.routes import graphs, health, history, runs, signals, stream
+from shared.archive import RunArchive
+from shared.bus import MessageBus
+from shared.bus_hub import SubscriptionHub
+from shared.settings import Settings, get_settings
+
+log = logging.getLogger(__name__)
+
+# @vertesia/client's WorkflowsApi addresses runs under this fixed prefix.
+VERTESIA_PREFIX = "/api/v1/workflows"
+STARTUP_TIMEOUT = 10.0
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    settings: Settings = app.state.settings
+    temporal = await Client.connect(
+        settings.temporal_address,
+        namespace=settings.temporal_namespace,
+        data_converter=pydantic_data_converter,
+        lazy=True,
+    )
+    bus = MessageBus.from_settings(settings)
+    hub = SubscriptionHub(bus.redis)
+    archive = RunArchive.from_settings(settings)
+    await hub.start()  # waits briefly for Redis; keeps retrying in the background
+    if settings.archive_enabled:
+        try:
+            await asyncio.wait_for(archive.ensure_indexes(), STARTUP_TIMEOUT)
+        except Exception as exc:
+            # Serve what does not need Mongo; /readyz reports it.
+            log.warning("archive indexes not ensured at start-up: %s", exc)
+    app.state.temporal = temporal
+    app.state.bus = bus
+    app.state.hub = hub
+    app.state.archive = archive
+    app.state.catalog = CatalogCache(archive)
+    log.info(
+        "gateway ready: temporal=%s redis=%s mongo=%s/%s",
+        settings.temporal_address,
+        settings.redis_url,
+        settings.mongo_url,
+        settings.mongo_db,
+    )
+    try:
+        yield
+    finally:
+        await hub.stop()
+        await bus.close()
+        await archive.close()
+
+
+def _vertesia_operation_id(route: APIRoute) -> str:
+    return f"vertesia_{route.name}"
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the gateway app (``uvicorn --factory gateway.app:create_app``).
+
+    Args:
+        settings: defaults to the process settings read from the environment.
+    """
+    settings = settings or get_settings()
+    app = FastAPI(
+        title="Spindle",
+        summary="Durable AI agent graph runs on Temporal, streamed live over SSE",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    install_problem_handlers(app)
+    app.add_middleware(ContentLengthLimit, max_bytes=settings.max_body_bytes)
+    install_access_log_redaction()
+
+    app.include_router(health.router)
+    app.include_router(runs.router)
+    app.include_router(graphs.router)
+    per_run: list[APIRouter] = [
+        history.router,
+        stream.router,
+        signals.router,
+        runs.by_run_router,
+    ]
+    for router in per_run:
+        app.include_router(router)
+        app.include_router(
+            router,
+            prefix=VERTESIA_PREFIX,
+            tags=["@vertesia/client"],
+            include_in_schema=True,
+            generate_unique_id_function=_vertesia_operation_id,
+        )
+    return app

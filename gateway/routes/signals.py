@@ -1,0 +1,151 @@
+"""Signals to a run (seed 002's ``POST …/signal/{name}``).
+
+``UserInput`` is delivered as the Temporal Update of the same name, so the
+caller learns at once whether the answer was accepted: an invalid HITL answer
+is rejected by the workflow's update validator (422 naming the field; the run
+keeps waiting and nothing is written to its history), and an answer with no
+prompt pending is a 409.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import timedelta
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body
+from temporalio.client import WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from gateway.deps import ArchiveDep, TemporalDep
+from gateway.problems import temporal_error
+from gateway.run_lookup import archived_run, not_found
+from gateway.temporal_runs import describe_workflow, is_open, run_status_of
+from shared.errors import Conflict, InputInvalid, NotFound, SpindleError, Unavailable
+from shared.run_models import USER_INPUT_UPDATE, SignalAck, UserInput
+
+log = logging.getLogger(__name__)
+
+router = APIRouter(tags=["signals"])
+
+SUPPORTED_SIGNALS = (USER_INPUT_UPDATE,)
+# An update waits for a worker to run the validator and handler; past this the
+# client retries (same client_message_id → same update id → no double answer).
+UPDATE_TIMEOUT = timedelta(seconds=20)
+
+SIGNAL_RESPONSES: dict[int | str, dict[str, Any]] = {
+    404: {"description": "unknown run or signal name (problem+json)"},
+    409: {"description": "the run is not waiting for input, or has finished (problem+json)"},
+    422: {"description": "the answer does not satisfy the prompt's schema (problem+json)"},
+    503: {"description": "Temporal unavailable or no worker answered in time (problem+json)"},
+}
+
+
+async def deliver_signal(
+    temporal: TemporalDep,
+    archive: ArchiveDep,
+    workflow_id: str,
+    name: str,
+    body: UserInput | None,
+) -> SignalAck:
+    if name not in SUPPORTED_SIGNALS:
+        raise NotFound(
+            f"unknown signal '{name}'; supported: {', '.join(SUPPORTED_SIGNALS)}",
+            errors=[{"field": "name", "rule": "enum", "supported": list(SUPPORTED_SIGNALS)}],
+        )
+    user_input = body or UserInput()
+    update_id = (
+        f"input-{user_input.client_message_id}"
+        if user_input.client_message_id
+        else f"input-{uuid.uuid4().hex}"
+    )
+    handle = temporal.get_workflow_handle(workflow_id)
+    try:
+        ack: SignalAck = await handle.execute_update(
+            USER_INPUT_UPDATE,
+            user_input,
+            id=update_id,
+            result_type=SignalAck,
+            rpc_timeout=UPDATE_TIMEOUT,
+        )
+    except WorkflowUpdateFailedError as exc:
+        raise _update_failure(workflow_id, exc.cause) from exc
+    except WorkflowUpdateRPCTimeoutOrCancelledError as exc:
+        raise Unavailable(
+            f"run '{workflow_id}' did not take the input within "
+            f"{UPDATE_TIMEOUT.total_seconds():.0f}s (is a worker running?); retry",
+            retry_after=5,
+        ) from exc
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            raise await _closed_or_unknown(temporal, archive, workflow_id) from exc
+        raise temporal_error(exc) from exc
+    return ack
+
+
+@router.post(
+    "/runs/{workflow_id}/{run_id}/signal/{name}",
+    response_model=SignalAck,
+    summary="Send a signal (UserInput: a message or a HITL answer)",
+    responses=SIGNAL_RESPONSES,
+)
+async def signal_run(
+    workflow_id: str,
+    run_id: str,
+    name: str,
+    *,
+    temporal: TemporalDep,
+    archive: ArchiveDep,
+    body: Annotated[UserInput | None, Body()] = None,
+) -> SignalAck:
+    return await deliver_signal(temporal, archive, workflow_id, name, body)
+
+
+@router.post(
+    "/runs/{workflow_id}/signal/{name}",
+    response_model=SignalAck,
+    summary="Send a signal to the run's current execution",
+    responses=SIGNAL_RESPONSES,
+)
+async def signal_workflow(
+    workflow_id: str,
+    name: str,
+    *,
+    temporal: TemporalDep,
+    archive: ArchiveDep,
+    body: Annotated[UserInput | None, Body()] = None,
+) -> SignalAck:
+    return await deliver_signal(temporal, archive, workflow_id, name, body)
+
+
+def _update_failure(workflow_id: str, cause: BaseException) -> SpindleError:
+    if isinstance(cause, ApplicationError):
+        if cause.type == "InputInvalid":
+            errors = _errors_of(cause)
+            return InputInvalid(cause.message or "the answer is invalid", errors=errors)
+        if cause.type == "NotWaiting":
+            return Conflict(cause.message or f"run '{workflow_id}' is not waiting for input")
+    log.error("UserInput update of %s failed: %r", workflow_id, cause)
+    return SpindleError(f"the run could not take the input: {cause}")
+
+
+def _errors_of(cause: ApplicationError) -> list[dict[str, Any]]:
+    for detail in cause.details:
+        if isinstance(detail, dict) and isinstance(detail.get("errors"), list):
+            return [e for e in detail["errors"] if isinstance(e, dict)]
+    return []
+
+
+async def _closed_or_unknown(
+    temporal: TemporalDep, archive: ArchiveDep, workflow_id: str
+) -> SpindleError:
+    description = await describe_workflow(temporal, workflow_id)
+    if description is not None and not is_open(description):
+        return Conflict(
+            f"run '{workflow_id}' has already finished ({run_status_of(description).value})"
+        )
+    if description is None and await archived_run(archive, workflow_id) is not None:
+        return Conflict(f"run '{workflow_id}' has already finished")
+    return not_found(workflow_id)

@@ -1,0 +1,166 @@
+"""One ``Settings`` for every Spindle process, read from the environment.
+
+Every field is read from ``SPINDLE_<NAME>``; the connection URLs also accept the
+conventional unprefixed names (``REDIS_URL``, ``MONGO_URL``, ``TEMPORAL_ADDRESS``).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _env(name: str, *plain: str) -> AliasChoices:
+    return AliasChoices(f"SPINDLE_{name}", *plain)
+
+
+class Settings(BaseSettings):
+    """Configuration shared by the worker, the gateway and the CLI."""
+
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", populate_by_name=True)
+
+    # Temporal
+    temporal_address: str = Field(
+        "127.0.0.1:7233",
+        description="Temporal frontend (gRPC) address, host:port",
+        validation_alias=_env("TEMPORAL_ADDRESS", "TEMPORAL_ADDRESS"),
+    )
+    temporal_namespace: str = Field(
+        "default",
+        description="Temporal namespace the runs live in",
+        validation_alias=_env("TEMPORAL_NAMESPACE", "TEMPORAL_NAMESPACE"),
+    )
+    task_queue: str = Field(
+        "spindle",
+        description="Task queue the worker polls and the gateway starts runs on",
+        validation_alias=_env("TASK_QUEUE"),
+    )
+    temporal_ui_url: str = Field(
+        "http://127.0.0.1:8233",
+        description="Temporal Web UI address, for links to a run's history",
+        validation_alias=_env("TEMPORAL_UI_URL"),
+    )
+
+    # Redis message bus
+    redis_url: str = Field(
+        "redis://127.0.0.1:6379/0",
+        description="Redis server of the message bus (live stream and recent history)",
+        validation_alias=_env("REDIS_URL", "REDIS_URL"),
+    )
+    history_max_messages: int = Field(
+        1000,
+        ge=10,
+        description="Messages kept per run in Redis; older ones are served from the archive",
+        validation_alias=_env("HISTORY_MAX_MESSAGES"),
+    )
+    history_ttl_days: int = Field(
+        90,
+        ge=1,
+        description="Days a run's messages stay in Redis after its last message",
+        validation_alias=_env("HISTORY_TTL_DAYS"),
+    )
+
+    # MongoDB archive
+    mongo_url: str = Field(
+        "mongodb://127.0.0.1:27017",
+        description="MongoDB server of the archive (runs, messages, node reports, graphs)",
+        validation_alias=_env("MONGO_URL", "MONGO_URL"),
+    )
+    mongo_db: str = Field(
+        "spindle",
+        description="MongoDB database name",
+        validation_alias=_env("MONGO_DB", "MONGO_DB"),
+    )
+    archive_enabled: bool = Field(
+        True,
+        description="Archive runs, messages and node reports in MongoDB",
+        validation_alias=_env("ARCHIVE_ENABLED"),
+    )
+
+    # Gateway
+    gateway_host: str = Field(
+        "127.0.0.1",
+        description="Address the gateway listens on",
+        validation_alias=_env("GATEWAY_HOST"),
+    )
+    gateway_port: int = Field(
+        8000, description="Port the gateway listens on", validation_alias=_env("GATEWAY_PORT")
+    )
+    public_url: str | None = Field(
+        None,
+        description="The gateway URL as clients reach it (behind a proxy); default: host and port",
+        validation_alias=_env("PUBLIC_URL"),
+    )
+    sse_keepalive_seconds: float = Field(
+        15.0,
+        gt=0,
+        description="Seconds between SSE keep-alive comments on an idle stream",
+        validation_alias=_env("SSE_KEEPALIVE_SECONDS"),
+    )
+    history_gzip_level: int = Field(
+        1,
+        ge=1,
+        le=9,
+        description="gzip level of history responses (1 is fastest, 9 smallest)",
+        validation_alias=_env("HISTORY_GZIP_LEVEL"),
+    )
+    max_body_bytes: int = Field(
+        1_048_576,
+        ge=1024,
+        description="Largest request body the gateway accepts, in bytes",
+        validation_alias=_env("MAX_BODY_BYTES"),
+    )
+
+    # LLM
+    llm_provider: Literal["offline", "openai"] = Field(
+        "offline",
+        description="offline (deterministic, no API key) or openai (any OpenAI-compatible API)",
+        validation_alias=_env("LLM_PROVIDER"),
+    )
+    openai_base_url: str | None = Field(
+        None,
+        description="Base URL of the OpenAI-compatible API (vLLM, Ollama, a proxy); unset: OpenAI",
+        validation_alias=_env("OPENAI_BASE_URL", "OPENAI_BASE_URL"),
+    )
+    openai_api_key: str | None = Field(
+        None,
+        description="API key of the OpenAI-compatible API",
+        validation_alias=_env("OPENAI_API_KEY", "OPENAI_API_KEY"),
+    )
+    openai_model: str = Field(
+        "gpt-4o-mini",
+        description="Model name for the OpenAI-compatible API",
+        validation_alias=_env("OPENAI_MODEL"),
+    )
+
+    # Worker
+    worker_max_concurrent_activities: int = Field(
+        200,
+        ge=1,
+        description="Activities one worker process runs at once",
+        validation_alias=_env("WORKER_MAX_CONCURRENT_ACTIVITIES"),
+    )
+
+    # Logging
+    log_level: str = Field(
+        "INFO",
+        description="Log level of the worker and the gateway (DEBUG, INFO, WARNING, ERROR)",
+        validation_alias=_env("LOG_LEVEL"),
+    )
+
+    @property
+    def base_url(self) -> str:
+        """The gateway's address as clients should use it (never 0.0.0.0)."""
+        if self.public_url:
+            return self.public_url.rstrip("/")
+        host = "127.0.0.1" if self.gateway_host in ("0.0.0.0", "::") else self.gateway_host
+        return f"http://{host}:{self.gateway_port}"
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The process-wide settings, read once."""
+    return Settings()

@@ -1,0 +1,1 @@
+"""Spindle: durable AI agent graph runs on Temporal, streamed live."""

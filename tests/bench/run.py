@@ -1,0 +1,298 @@
+"""Spindle benchmark: one command, one run, ratios against raw floors.
+
+    .venv/bin/python -m tests.bench.run [--nodes 50] [--messages 300] [--repeat 3]
+
+Starts its own tuned Temporal dev server, Redis and Mongo wire server on free
+loopback ports, then prints:
+
+- per-node overhead of a graph run vs a bare Temporal activity (ratio);
+- message post → SSE receipt latency p50/p99 vs a bare Redis publish → subscribe;
+- ``/updates`` time and gzip ratio for 1000 stored messages.
+
+Figures are printed and written to ``test-artifacts/bench.json``; nothing here
+asserts a time (speed is reported, never tested).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import string
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
+from shared.archive import RunArchive
+from shared.bus import MessageBus
+from shared.messages import AgentMessageType, create_compact_message
+from shared.run_models import GRAPH_RUN_WORKFLOW, GraphRunInput, GraphRunResult
+from shared.settings import Settings
+from spindle.embedded import mongo_wire_server, redis_server, temporal_dev_server
+from spindle.processes import ManagedProcess, free_port, python_module
+from tests.bench.floor import BareActivities, NoopBatch, bench_noop, redis_pubsub_latencies
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def chain_graph(nodes: int) -> dict[str, Any]:
+    return {
+        "name": "bench-chain",
+        "entry": "n1",
+        "nodes": [
+            {"id": f"n{i}", "type": "tool", "params": {"tool": "bench_echo", "args": {"value": i}}}
+            for i in range(1, nodes + 1)
+        ],
+        "edges": [{"from": f"n{i}", "to": f"n{i + 1}"} for i in range(1, nodes)],
+    }
+
+
+async def bench_nodes(
+    client: Client, settings: Settings, nodes: int, repeat: int
+) -> dict[str, Any]:
+    from shared.graph_spec import parse_graph
+    from worker.main import build_worker
+    from worker.tools import tool
+
+    @tool(name="bench_echo")
+    def bench_echo(value: int = 0) -> int:
+        """Return the value (a no-op node body)."""
+        return value
+
+    floor: list[float] = []
+    async with Worker(
+        client, task_queue="bench-floor", workflows=[BareActivities], activities=[bench_noop]
+    ):
+        await client.execute_workflow(
+            BareActivities.run,
+            NoopBatch(count=5),
+            id=f"warm-{uuid.uuid4()}",
+            task_queue="bench-floor",
+        )
+        for _ in range(repeat):
+            start = time.perf_counter()
+            await client.execute_workflow(
+                BareActivities.run,
+                NoopBatch(count=nodes),
+                id=f"floor-{uuid.uuid4()}",
+                task_queue="bench-floor",
+            )
+            floor.append((time.perf_counter() - start) * 1000 / nodes)
+
+    bus = MessageBus.from_settings(settings)
+    archive = RunArchive.from_settings(settings)
+    await archive.ensure_indexes()
+    spec = parse_graph(chain_graph(nodes))
+    spindle: list[float] = []
+    worker = build_worker(client, settings, bus=bus, archive=archive, task_queue="bench-spindle")
+    async with worker:
+        for i in range(repeat + 1):
+            start = time.perf_counter()
+            result = await client.execute_workflow(
+                GRAPH_RUN_WORKFLOW,
+                GraphRunInput(graph=spec, input={}),
+                id=f"bench-{uuid.uuid4()}",
+                task_queue="bench-spindle",
+                result_type=GraphRunResult,
+            )
+            elapsed = (time.perf_counter() - start) * 1000 / nodes
+            if result.status != "completed":
+                raise RuntimeError(f"bench graph ended {result.status}: {result.error}")
+            if i:  # the first run warms caches and the sandbox
+                spindle.append(elapsed)
+    await bus.close()
+    await archive.close()
+    node_ms = statistics.median(spindle)
+    floor_ms = statistics.median(floor)
+    return {
+        "nodes_per_run": nodes,
+        "bare_activity_ms": round(floor_ms, 2),
+        "graph_node_ms": round(node_ms, 2),
+        "node_overhead_ratio": round(node_ms / floor_ms, 2),
+    }
+
+
+async def bench_sse(settings: Settings, base_url: str, messages: int) -> dict[str, Any]:
+    bus = MessageBus.from_settings(settings)
+    stream_id = f"bench-sse-{uuid.uuid4().hex}"
+    await bus.set_meta(stream_id, {"run_id": "bench", "tenant_id": "default", "graph": "bench"})
+    await bus.post(stream_id, create_compact_message(AgentMessageType.SYSTEM, "open"))
+    latencies: list[float] = []
+    text = "progress " * 28  # ~250 characters: a typical UPDATE
+    async with (
+        httpx.AsyncClient(timeout=30) as http,
+        http.stream(
+            "GET", f"{base_url}/runs/{stream_id}/bench/stream", params={"skipHistory": "true"}
+        ) as resp,
+    ):
+        resp.raise_for_status()
+        lines = resp.aiter_lines()
+        # First confirm the stream is live: the gateway subscribes before replaying.
+        await bus.post(stream_id, create_compact_message(AgentMessageType.SYSTEM, "ready"))
+        async for line in lines:
+            if line.startswith("data:") and "ready" in line:
+                break
+        for i in range(messages):
+            start = time.perf_counter()
+            await bus.post(
+                stream_id,
+                create_compact_message(AgentMessageType.UPDATE, text, details={"step": i}),
+            )
+            async for line in lines:
+                if line.startswith("data:"):
+                    break
+            latencies.append((time.perf_counter() - start) * 1000)
+    floor = await redis_pubsub_latencies(settings.redis_url, messages)
+    await bus.delete_stream(stream_id)
+    await bus.close()
+    p50, p99 = pct(latencies, 0.5), pct(latencies, 0.99)
+    f50, f99 = pct(floor, 0.5), pct(floor, 0.99)
+    return {
+        "messages": messages,
+        "sse_p50_ms": round(p50, 3),
+        "sse_p99_ms": round(p99, 3),
+        "redis_pubsub_p50_ms": round(f50, 3),
+        "redis_pubsub_p99_ms": round(f99, 3),
+        "p50_ratio": round(p50 / f50, 2),
+        "p99_ratio": round(p99 / f99, 2),
+    }
+
+
+async def bench_updates(settings: Settings, base_url: str, repeat: int = 20) -> dict[str, Any]:
+    bus = MessageBus.from_settings(settings)
+    stream_id = f"bench-hist-{uuid.uuid4().hex}"
+    await bus.set_meta(stream_id, {"run_id": "bench", "tenant_id": "default", "graph": "bench"})
+    kinds = [AgentMessageType.THOUGHT, AgentMessageType.UPDATE, AgentMessageType.ANSWER]
+    # Seeded, varied text: repetitive synthetic messages would flatter gzip.
+    rng = random.Random(1000)
+    words = [
+        "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(2, 10)))
+        for _ in range(3000)
+    ]
+    await bus.post_many(
+        stream_id,
+        [
+            (
+                create_compact_message(
+                    kinds[i % 3],
+                    " ".join(rng.choice(words) for _ in range(rng.randint(20, 45))),
+                    details={"node": f"n{i % 9}", "tool": rng.choice(words), "hits": i % 5},
+                    activity_id=f"n{i % 9}.{i // 9}",
+                ),
+                None,
+            )
+            for i in range(1000)
+        ],
+    )
+    url = f"{base_url}/runs/{stream_id}/bench/updates"
+    timings: dict[str, list[float]] = {"gzip": [], "identity": []}
+    sizes: dict[str, int] = {}
+    async with httpx.AsyncClient(timeout=30) as http:
+        for encoding in ("gzip", "identity"):
+            for _ in range(repeat):
+                start = time.perf_counter()
+                resp = await http.get(url, headers={"Accept-Encoding": encoding})
+                body = await resp.aread()
+                timings[encoding].append((time.perf_counter() - start) * 1000)
+            resp.raise_for_status()
+            sizes[encoding] = int(resp.headers.get("content-length") or len(body))
+            count = len(resp.json()["messages"])
+            if count != 1000:
+                raise RuntimeError(f"/updates returned {count} messages, expected 1000")
+    await bus.delete_stream(stream_id)
+    await bus.close()
+    return {
+        "messages": 1000,
+        "identity_ms": round(statistics.median(timings["identity"]), 2),
+        "gzip_ms": round(statistics.median(timings["gzip"]), 2),
+        "identity_bytes": sizes["identity"],
+        "gzip_bytes": sizes["gzip"],
+        "compression_ratio": round(sizes["identity"] / sizes["gzip"], 2),
+    }
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="spindle-bench-") as tmp:
+        root = Path(tmp)
+        temporal = temporal_dev_server(root / "temporal", port=free_port(), ui_port=None)
+        redis_port, mongo_port, gateway_port = free_port(), free_port(), free_port()
+        procs: list[ManagedProcess] = [
+            temporal.process,
+            redis_server(root / "redis", port=redis_port),
+            mongo_wire_server(root / "mongo", port=mongo_port),
+        ]
+        env = {
+            "SPINDLE_TEMPORAL_ADDRESS": temporal.address,
+            "SPINDLE_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+            "SPINDLE_MONGO_URL": f"mongodb://127.0.0.1:{mongo_port}",
+            "SPINDLE_MONGO_DB": "spindle_bench",
+            "SPINDLE_GATEWAY_PORT": str(gateway_port),
+            "SPINDLE_LOG_LEVEL": "WARNING",
+        }
+        os.environ.update(env)
+        settings = Settings()
+        try:
+            for proc in procs:
+                proc.start()
+            gateway = ManagedProcess(
+                "gateway",
+                python_module("gateway.main"),
+                log_path=root / "gateway.log",
+                env=env,
+                ready=lambda: _healthy(f"http://127.0.0.1:{gateway_port}/healthz"),
+            ).start()
+            procs.append(gateway)
+            client = await Client.connect(temporal.address, data_converter=pydantic_data_converter)
+            base = f"http://127.0.0.1:{gateway_port}"
+            results = {
+                "graph_nodes": await bench_nodes(client, settings, args.nodes, args.repeat),
+                "sse_delivery": await bench_sse(settings, base, args.messages),
+                "updates_1000": await bench_updates(settings, base),
+            }
+        finally:
+            for proc in reversed(procs):
+                proc.stop()
+    return results
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=50)
+    parser.add_argument("--messages", type=int, default=300)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    results = asyncio.run(run(args))
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "bench.json").write_text(json.dumps(results, indent=2))
+    for section, figures in results.items():
+        print(f"\n{section}")
+        for key, value in figures.items():
+            print(f"  {key:24} {value}")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

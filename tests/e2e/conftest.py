@@ -1,0 +1,195 @@
+"""End-to-end fixtures: a real worker process and a real gateway process.
+
+Both are started once per session as subprocesses (``python -m worker.main`` and
+``python -m gateway.main``) against the session's Temporal dev server, Redis
+and Mongo wire server, on a task queue and database of their own. Tests talk
+to the gateway over HTTP only. The worker can be SIGKILLed and restarted by a
+test (``stack.kill_worker()`` / ``await stack.restart_worker()``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import Client
+
+from shared.settings import Settings
+from spindle.processes import ManagedProcess, free_port, python_module
+from tests.polling import eventually
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES_DIR = REPO_ROOT / "worker" / "examples"
+WORKER_READY_TIMEOUT = 60.0
+
+
+def subprocess_env(settings: Settings) -> dict[str, str]:
+    """The environment that makes a child process read exactly these settings."""
+    return {
+        "SPINDLE_TEMPORAL_ADDRESS": settings.temporal_address,
+        "SPINDLE_TEMPORAL_NAMESPACE": settings.temporal_namespace,
+        "SPINDLE_TASK_QUEUE": settings.task_queue,
+        "SPINDLE_REDIS_URL": settings.redis_url,
+        "SPINDLE_MONGO_URL": settings.mongo_url,
+        "SPINDLE_MONGO_DB": settings.mongo_db,
+        "SPINDLE_GATEWAY_HOST": settings.gateway_host,
+        "SPINDLE_GATEWAY_PORT": str(settings.gateway_port),
+        "SPINDLE_SSE_KEEPALIVE_SECONDS": str(settings.sse_keepalive_seconds),
+        "SPINDLE_LLM_PROVIDER": settings.llm_provider,
+        "SPINDLE_LOG_LEVEL": "INFO",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=0.5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+async def wait_for_worker(client: Client, task_queue: str, pid: int, proc: ManagedProcess) -> None:
+    """Wait until the worker process ``pid`` polls both task-queue types.
+
+    Pollers are identified as ``<pid>@<host>`` (the SDK's default identity), so a
+    restarted worker is told apart from the one that was killed.
+    """
+    prefix = f"{pid}@"
+    kinds = (TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY)
+
+    async def polling_both() -> bool:
+        polling = []
+        for kind in kinds:
+            reply = await client.workflow_service.describe_task_queue(
+                DescribeTaskQueueRequest(
+                    namespace=client.namespace,
+                    task_queue=TaskQueue(name=task_queue),
+                    task_queue_type=kind,
+                )
+            )
+            polling.append(any(p.identity.startswith(prefix) for p in reply.pollers))
+        return all(polling)
+
+    try:
+        await eventually(
+            polling_both,
+            what=f"worker {pid} polls {task_queue}",
+            timeout=WORKER_READY_TIMEOUT,
+            interval=0.1,
+            alive=proc.alive,
+        )
+    except AssertionError as exc:
+        raise RuntimeError(f"{exc}\n{proc.log_tail()}") from exc
+
+
+@dataclass
+class SpindleStack:
+    """The running worker and gateway processes."""
+
+    settings: Settings
+    worker: ManagedProcess
+    gateway: ManagedProcess
+    temporal: Client
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.settings.gateway_host}:{self.settings.gateway_port}"
+
+    def kill_worker(self) -> None:
+        """SIGKILL the worker (a crash: no drain, no goodbye to Temporal)."""
+        self.worker.kill()
+
+    async def start_worker(self) -> None:
+        self.worker.start()
+        assert self.worker.pid is not None
+        await wait_for_worker(self.temporal, self.settings.task_queue, self.worker.pid, self.worker)
+
+    async def restart_worker(self) -> None:
+        if not self.worker.alive():
+            await self.start_worker()
+
+
+@pytest.fixture(scope="session")
+def e2e_settings(settings: Settings) -> Settings:
+    """The session settings with a task queue, database and port of the e2e stack."""
+    return settings.model_copy(
+        update={
+            "task_queue": "spindle-e2e",
+            "mongo_db": "spindle_e2e",
+            "gateway_host": "127.0.0.1",
+            "gateway_port": free_port(),
+            "sse_keepalive_seconds": 1.0,
+        }
+    )
+
+
+@pytest.fixture(scope="session")
+async def stack(
+    e2e_settings: Settings, temporal_client: Client, artifacts_dir: Path
+) -> AsyncIterator[SpindleStack]:
+    logs = artifacts_dir / "e2e"
+    env = subprocess_env(e2e_settings)
+    base = f"http://{e2e_settings.gateway_host}:{e2e_settings.gateway_port}"
+    worker = ManagedProcess(
+        "worker", python_module("worker.main"), log_path=logs / "worker.log", env=env, cwd=REPO_ROOT
+    )
+    gateway = ManagedProcess(
+        "gateway",
+        python_module("gateway.main"),
+        log_path=logs / "gateway.log",
+        env=env,
+        cwd=REPO_ROOT,
+        ready=lambda: _healthy(f"{base}/healthz"),
+        ready_timeout=60,
+    )
+    running = SpindleStack(e2e_settings, worker, gateway, temporal_client)
+    gateway.start(wait=False)
+    try:
+        await running.start_worker()
+        gateway.wait_ready()
+        yield running
+    finally:
+        gateway.stop()
+        worker.stop()
+
+
+@pytest.fixture(scope="session")
+async def http(stack: SpindleStack) -> AsyncIterator[httpx.AsyncClient]:
+    """An HTTP client for the gateway (generous read timeout: SSE reads are bounded
+    by the test's own deadlines)."""
+    timeout = httpx.Timeout(30.0, connect=5.0)
+    async with httpx.AsyncClient(base_url=stack.base_url, timeout=timeout) as client:
+        yield client
+
+
+def example_graph(name: str) -> dict[str, Any]:
+    """An example graph shipped in worker/examples, as the JSON a client would send."""
+    data = yaml.safe_load((EXAMPLES_DIR / f"{name}.yaml").read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+@pytest.fixture(scope="session")
+async def examples(http: httpx.AsyncClient) -> list[str]:
+    """Register every example graph through ``PUT /graphs/{name}``."""
+    names = []
+    for path in sorted(EXAMPLES_DIR.glob("*.yaml")):
+        spec = yaml.safe_load(path.read_text())
+        reply = await http.put(f"/graphs/{spec['name']}", json=spec)
+        assert reply.status_code in (200, 201), reply.text
+        names.append(spec["name"])
+    return names
+
+
+@pytest.fixture
+def unique() -> str:
+    return uuid.uuid4().hex[:10]

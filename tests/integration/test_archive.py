@@ -1,0 +1,286 @@
+"""The MongoDB archive against the real nx-27017 wire server: runs, messages,
+node reports, graphs and worker catalogs."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from shared.archive import RunArchive, RunRecord, message_id
+from shared.bus import StoredMessage
+from shared.catalog import Catalog, NodeTypeInfo, ToolInfo
+from shared.graph_spec import EdgeSpec, GraphSpec, NodeSpec
+from shared.run_models import NodeReport, NodeStatus, RunStatus
+from shared.settings import Settings
+
+pytestmark = pytest.mark.integration
+
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def run_record(workflow_id: str, **overrides: object) -> RunRecord:
+    fields: dict[str, object] = {
+        "workflow_id": workflow_id,
+        "run_id": "run-" + workflow_id,
+        "graph_name": "demo",
+        "status": RunStatus.RUNNING,
+        "created_at": T0,
+        "updated_at": T0,
+    }
+    fields.update(overrides)
+    return RunRecord.model_validate(fields)
+
+
+def stored(seq: int) -> StoredMessage:
+    ts = 1_700_000_000_000 + seq
+    return StoredMessage(seq, ts, b'{"ts":%d,"t":3,"m":"n\xc2\xb0 %d"}' % (ts, seq))
+
+
+async def test_run_create_get_update(archive: RunArchive) -> None:
+    wf = unique("wf")
+    record = run_record(
+        wf,
+        tenant_id="acme",
+        user_id="u1",
+        input={"question": "why?"},
+        context={"locale": "fr"},
+        current_nodes=["ask"],
+        pending_input={"node_id": "ask", "prompt": "Name?", "ui_schema": {"type": "object"}},
+        temporal_ui_url="http://127.0.0.1:8233/namespaces/default/workflows/" + wf,
+    )
+    await archive.create_run(record)
+    await archive.create_run(record)  # idempotent
+
+    got = await archive.get_run(wf)
+    assert got == record
+    assert got is not None and got.created_at.tzinfo is not None
+    assert await archive.runs.count_documents({"_id": wf}) == 1
+
+    assert await archive.update_run(
+        wf, status=RunStatus.COMPLETED, output={"answer": 42}, current_nodes=[], pending_input=None
+    )
+    updated = await archive.get_run(wf)
+    assert updated is not None
+    assert updated.status == "completed"
+    assert (updated.output, updated.current_nodes, updated.pending_input) == (
+        {"answer": 42},
+        [],
+        None,
+    )
+    assert updated.created_at == T0
+    assert updated.updated_at.tzinfo is not None
+    assert updated.updated_at > T0  # set by the update
+    assert (updated.input, updated.context, updated.user_id) == (record.input, record.context, "u1")
+
+    explicit = T0 + timedelta(hours=1)
+    await archive.update_run(wf, error="boom", updated_at=explicit)
+    again = await archive.get_run(wf)
+    assert again is not None
+    assert (again.error, again.updated_at) == ("boom", explicit)
+
+    assert await archive.get_run(unique("missing")) is None
+    assert await archive.update_run(unique("missing"), status="failed") is False
+    with pytest.raises(ValueError, match="no_such_field"):
+        await archive.update_run(wf, no_such_field=1)
+
+
+async def test_progress_reported_before_the_run_is_created_is_kept(archive: RunArchive) -> None:
+    """The worker may pause a run before the gateway has archived its start."""
+    wf = unique("wf")
+    identity = {"run_id": "run-" + wf, "tenant_id": "acme", "graph_name": "demo"}
+    assert await archive.update_run(
+        wf, create_with=identity, status=RunStatus.PAUSED, pending_input={"node_id": "ask"}
+    )
+    await archive.create_run(run_record(wf, tenant_id="acme", input={"topic": "x"}))
+
+    got = await archive.get_run(wf)
+    assert got is not None
+    assert got.status == "paused"  # not overwritten back to "running"
+    assert got.pending_input == {"node_id": "ask"}
+    assert (got.graph_name, got.input, got.tenant_id) == ("demo", {"topic": "x"}, "acme")
+    assert await archive.runs.count_documents({"_id": wf}) == 1
+
+
+async def test_list_runs_filters_pages_and_counts(archive: RunArchive) -> None:
+    tenant, other_tenant = unique("tenant"), unique("tenant")
+    ids = [unique("wf") for _ in range(7)]
+    for i, wf in enumerate(ids):
+        await archive.create_run(
+            run_record(
+                wf,
+                tenant_id=tenant,
+                graph_name="alpha" if i % 2 == 0 else "beta",
+                status="completed" if i < 3 else "running",
+                created_at=T0 + timedelta(minutes=i),
+            )
+        )
+    await archive.create_run(run_record(unique("wf"), tenant_id=other_tenant))
+    newest_first = list(reversed(ids))
+
+    runs, total = await archive.list_runs(tenant_id=tenant)
+    assert ([r.workflow_id for r in runs], total) == (newest_first, 7)
+
+    page, total = await archive.list_runs(tenant_id=tenant, limit=3, offset=2)
+    assert ([r.workflow_id for r in page], total) == (newest_first[2:5], 7)
+    last_page, _ = await archive.list_runs(tenant_id=tenant, limit=3, offset=6)
+    assert [r.workflow_id for r in last_page] == newest_first[6:]
+
+    running, total = await archive.list_runs(tenant_id=tenant, status=RunStatus.RUNNING)
+    assert ([r.workflow_id for r in running], total) == (newest_first[:4], 4)
+
+    alpha_done, total = await archive.list_runs(
+        tenant_id=tenant, status="completed", graph_name="alpha"
+    )
+    assert ([r.workflow_id for r in alpha_done], total) == ([ids[2], ids[0]], 2)
+
+    empty, total = await archive.list_runs(tenant_id=tenant, graph_name="gamma")
+    assert (empty, total) == ([], 0)
+    _, all_total = await archive.list_runs()
+    assert all_total >= 8
+
+
+async def test_save_messages_is_idempotent_and_reads_in_seq_order(archive: RunArchive) -> None:
+    stream = unique("stream")
+    assert await archive.save_messages(stream, [stored(s) for s in (3, 1, 2)]) == 3
+    # A retried archive step re-saves some messages along with new ones.
+    assert await archive.save_messages(stream, [stored(s) for s in range(1, 7)]) == 3
+    assert await archive.save_messages(stream, [stored(s) for s in range(1, 7)]) == 0
+    assert await archive.save_messages(stream, []) == 0
+    await archive.save_messages(unique("other"), [stored(1)])
+
+    assert await archive.messages_coll.count_documents({"stream_id": stream}) == 6
+    messages = await archive.messages(stream)
+    assert messages == [stored(s) for s in range(1, 7)]
+    assert [m.seq for m in await archive.messages(stream, after_seq=4)] == [5, 6]
+    assert [m.seq for m in await archive.messages(stream, after_seq=1, limit=2)] == [2, 3]
+    assert await archive.messages(stream, limit=0) == []
+    doc = await archive.messages_coll.find_one({"_id": message_id(stream, 2)})
+    assert doc is not None and doc["raw"] == stored(2).raw.decode()
+    assert message_id(stream, 2) == f"{stream}:000000000002"
+
+
+async def test_node_reports_are_idempotent_and_in_execution_order(archive: RunArchive) -> None:
+    wf = unique("wf")
+
+    def report(node: str, second: int, status: NodeStatus, visit: int = 1) -> NodeReport:
+        return NodeReport(
+            node_id=node,
+            node_type="tool",
+            status=status,
+            visit=visit,
+            started_at=(T0 + timedelta(seconds=second)).isoformat(),
+            duration_ms=12.5,
+        )
+
+    # Saved out of order (parallel branches finish in any order); `fetch` retried.
+    await archive.save_node_report(wf, report("summarise", 3, NodeStatus.SUCCESS))
+    await archive.save_node_report(wf, report("fetch", 1, NodeStatus.FAILED), input={"url": "x"})
+    await archive.save_node_report(
+        wf, report("fetch", 1, NodeStatus.SUCCESS), input={"url": "x"}, output={"payload": [1]}
+    )
+    await archive.save_node_report(wf, report("fetch", 5, NodeStatus.SUCCESS, visit=2))
+    await archive.save_node_report(unique("wf"), report("fetch", 0, NodeStatus.SUCCESS))
+
+    reports = await archive.node_reports(wf)
+    assert [(r["node_id"], r["visit"]) for r in reports] == [
+        ("fetch", 1),
+        ("summarise", 1),
+        ("fetch", 2),
+    ]
+    first = reports[0]
+    assert first["status"] == "SUCCESS"
+    assert (first["input"], first["output"]) == ({"url": "x"}, {"payload": [1]})
+    assert first["workflow_id"] == wf and first["duration_ms"] == 12.5
+    assert NodeReport.model_validate(first).node_type == "tool"
+    assert await archive.node_reports(unique("none")) == []
+
+
+async def test_graphs_round_trip(archive: RunArchive) -> None:
+    tenant = unique("tenant")
+    name = unique("graph")
+    spec = GraphSpec(
+        name=name,
+        entry="ask",
+        nodes=[
+            NodeSpec(id="ask", type="prompt", params={"prompt": "Name?"}),
+            NodeSpec(id="done", type="output", inputs={"value": "ask.name"}),
+        ],
+        edges=[EdgeSpec.model_validate({"from": "ask", "to": "done", "when": "ask.name"})],
+    )
+    await archive.save_graph(spec, tenant_id=tenant)
+    assert await archive.get_graph(name) == spec
+
+    changed = spec.model_copy(update={"description": "v2", "version": "2"})
+    await archive.save_graph(changed, tenant_id=tenant)
+    assert await archive.get_graph(name) == changed
+    assert await archive.graphs.count_documents({"_id": name}) == 1
+
+    other = spec.model_copy(update={"name": "a-" + name})
+    await archive.save_graph(other, tenant_id=tenant)
+    assert [g.name for g in await archive.list_graphs(tenant_id=tenant)] == ["a-" + name, name]
+    assert {g.name for g in await archive.list_graphs()} >= {name, "a-" + name}
+    assert await archive.get_graph(unique("missing")) is None
+
+
+async def test_catalogs_of_several_workers_add_up(archive: RunArchive) -> None:
+    await archive.delete_catalogs()
+    assert await archive.get_catalog() is None
+
+    search_worker = Catalog(tools={"search": ToolInfo(name="search")}, tools_known=True)
+    media_worker = Catalog(
+        node_types={"transcode": NodeTypeInfo(name="transcode", description="video")},
+        tools={"ffprobe": ToolInfo(name="ffprobe")},
+        tools_known=True,
+    )
+    await archive.save_catalog(search_worker, worker_id="search-1")
+    await archive.save_catalog(media_worker, worker_id="media-1")
+
+    merged = await archive.get_catalog()
+    assert merged is not None
+    assert set(merged.tools) == {"search", "ffprobe"}
+    assert set(merged.node_types) == {"transcode"}
+    assert merged.tools_known
+
+    # A worker republishing replaces only its own contribution.
+    upgraded = Catalog(tools={"search_v2": ToolInfo(name="search_v2")}, tools_known=True)
+    await archive.save_catalog(upgraded, worker_id="search-1")
+    merged = await archive.get_catalog()
+    assert merged is not None and set(merged.tools) == {"search_v2", "ffprobe"}
+
+    # Without an identity, identical catalogs share one document.
+    first = await archive.save_catalog(Catalog.builtin())
+    second = await archive.save_catalog(Catalog.builtin())
+    assert first == second
+    assert await archive.catalogs.count_documents({}) == 3
+    merged = await archive.get_catalog()
+    assert merged is not None and set(Catalog.builtin().node_types) <= set(merged.node_types)
+
+
+async def test_from_settings_and_ping(mongo_url: str) -> None:
+    configured = RunArchive.from_settings(
+        Settings(mongo_url=mongo_url, mongo_db=unique("spindle_cfg").replace("-", "_"))
+    )
+    try:
+        assert await configured.ping()
+        await configured.ensure_indexes()
+        await configured.ensure_indexes()  # idempotent
+        # Compare key fields only: nx-27017 renames indexes and lists them ascending.
+        keys = {tuple(index["key"]) async for index in await configured.runs.list_indexes()}
+        assert {("tenant_id", "created_at"), ("tenant_id", "status"), ("graph_name",)} <= keys
+        message_indexes = [i async for i in await configured.messages_coll.list_indexes()]
+        assert any(
+            tuple(i["key"]) == ("stream_id", "seq") and i.get("unique") for i in message_indexes
+        )
+        wf = unique("wf")
+        await configured.create_run(run_record(wf))
+        got = await configured.get_run(wf)
+        assert got is not None and got.created_at == T0
+        await configured.database.client.drop_database(configured.database.name)
+    finally:
+        await configured.close()

@@ -1,0 +1,230 @@
+"""``spindle dev`` as a user runs it: a real subprocess on free ports with its own
+data dir, embedded Redis and MongoDB (no REDIS_URL/MONGO_URL), every part
+answering, and a clean stop that leaves no process behind."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from spindle.dev_config import PORT_OPTIONS
+from spindle.processes import bin_path, free_port, wait_until
+from worker.examples import load_examples
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
+
+START_TIMEOUT = 150.0
+STOP_TIMEOUT = 60.0
+# The parts spindle dev starts, as they appear in their command lines.
+PARTS = ("temporal", "redis-server", "nx-27017", "worker.main", "gateway.main")
+
+
+def process_alive(pid: int) -> bool:
+    """Running (a zombie has exited: it only waits to be reaped)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def descendants(root: int) -> dict[int, str]:
+    """Every live process below ``root``: pid → command line."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    found: dict[int, str] = {}
+    pending = list(children.get(root, []))
+    while pending:
+        pid = pending.pop()
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if process_alive(pid):
+            found[pid] = cmdline
+        pending.extend(children.get(pid, []))
+    return found
+
+
+def http_status(url: str) -> int | None:
+    try:
+        return httpx.get(url, timeout=2.0).status_code
+    except httpx.HTTPError:
+        return None
+
+
+class DevRun:
+    """One ``spindle dev`` subprocess with its output collected line by line."""
+
+    def __init__(self, tmp_path: Path, *, background_job: bool = False) -> None:
+        self.ports = {option.key: free_port() for option in PORT_OPTIONS}
+        self.data_dir = tmp_path / "data"
+        # The session's fixtures export SPINDLE_* for their own servers: drop them
+        # so this stack starts its embedded servers, as on a fresh machine.
+        env = {
+            name: value
+            for name, value in os.environ.items()
+            if not name.startswith("SPINDLE_")
+            and name not in ("REDIS_URL", "MONGO_URL", "TEMPORAL_ADDRESS")
+        }
+        flags = [arg for o in PORT_OPTIONS for arg in (o.flag, str(self.ports[o.key]))]
+        argv = [bin_path("spindle"), "dev", "--data-dir", str(self.data_dir), *flags]
+        if background_job:
+            # A shell starts a background job with SIGINT ignored (inherited
+            # across exec); `kill -INT` must stop the stack all the same.
+            argv = ["sh", "-c", 'trap "" INT; exec "$0" "$@"', *argv]
+        self.proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+        )
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def url(self, key: str, path: str = "") -> str:
+        return f"http://127.0.0.1:{self.ports[key]}{path}"
+
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    def wait_ready(self) -> None:
+        try:
+            wait_until(
+                lambda: http_status(self.url("gateway_port", "/readyz")) == 200,
+                timeout=START_TIMEOUT,
+                what="gateway /readyz",
+                alive=self.running,
+                interval=0.2,
+            )
+            wait_until(
+                lambda: "Press Ctrl-C to stop." in self.output,
+                timeout=30,
+                what="the address banner",
+                alive=self.running,
+            )
+        except Exception as exc:
+            raise AssertionError(f"{exc}\n--- spindle dev output ---\n{self.output}") from exc
+
+    def wait_exit(self) -> int:
+        code = self.proc.wait(timeout=STOP_TIMEOUT)
+        self._reader.join(timeout=5)
+        return code
+
+    def kill_all(self) -> None:
+        """Test clean-up only: whatever is still running goes."""
+        for pid in [*descendants(self.proc.pid), self.proc.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def dev_run(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[DevRun]:
+    run = DevRun(tmp_path, background_job=getattr(request, "param", False))
+    try:
+        yield run
+    finally:
+        if run.running() or descendants(run.proc.pid):
+            run.kill_all()
+
+
+def started_parts(run: DevRun) -> dict[int, str]:
+    children = descendants(run.proc.pid)
+    for part in PARTS:
+        assert any(part in cmd for cmd in children.values()), f"no {part} among {children}"
+    return children
+
+
+@pytest.mark.parametrize("dev_run", [True], indirect=True, ids=["started-as-background-job"])
+def test_spindle_dev_serves_everything_and_stops_cleanly_on_sigint(dev_run: DevRun) -> None:
+    dev_run.wait_ready()
+    output = dev_run.output
+
+    gateway = dev_run.url("gateway_port")
+    for address in (
+        gateway,
+        f"{gateway}/docs",
+        dev_run.url("temporal_ui_port"),
+        f"127.0.0.1:{dev_run.ports['temporal_port']}",
+        f"redis://127.0.0.1:{dev_run.ports['redis_port']}/0 (embedded)",
+        f"mongodb://127.0.0.1:{dev_run.ports['mongo_port']} (embedded",
+    ):
+        assert address in output, f"{address} not printed:\n{output}"
+
+    graphs = httpx.get(f"{gateway}/graphs", timeout=5).json()["graphs"]
+    examples = {spec.name for spec in load_examples()}
+    assert len(examples) >= 3
+    assert examples <= {graph["name"] for graph in graphs}
+    assert httpx.get(f"{gateway}/docs", timeout=5).status_code == 200
+    assert http_status(dev_run.url("temporal_ui_port")) == 200
+    for name in ("temporal", "redis", "mongo", "worker", "gateway"):
+        assert (dev_run.data_dir / "logs" / f"{name}.log").is_file(), name
+    assert (dev_run.data_dir / "temporal" / "temporal.sqlite").is_file()
+
+    children = started_parts(dev_run)
+    dev_run.proc.send_signal(signal.SIGINT)
+
+    assert dev_run.wait_exit() == 0, dev_run.output
+    wait_until(
+        lambda: not any(process_alive(pid) for pid in children),
+        timeout=10,
+        what="every child process to be gone",
+    )
+    stopping = [line.strip() for line in dev_run.lines if line.startswith("stopping ")]
+    # Reverse order of start: the gateway and worker go before the servers they use.
+    assert stopping[:2] == ["stopping gateway", "stopping worker"]
+    assert stopping[-1] == "stopping temporal dev server"
+    assert dev_run.lines[-1].strip() == "spindle dev: stopped"
+
+
+def test_spindle_dev_stops_everything_and_shows_the_log_when_a_part_dies(
+    dev_run: DevRun,
+) -> None:
+    dev_run.wait_ready()
+    children = started_parts(dev_run)
+    worker_pid = next(pid for pid, cmd in children.items() if "worker.main" in cmd)
+
+    os.kill(worker_pid, signal.SIGKILL)
+
+    assert dev_run.wait_exit() == 1
+    output = dev_run.output
+    assert "spindle dev: worker exited (code -9); last lines of" in output
+    worker_log = dev_run.data_dir / "logs" / "worker.log"
+    assert str(worker_log) in output
+    last_logged = worker_log.read_text().strip().splitlines()[-1]
+    assert last_logged in output  # the tail of the worker's own log is shown
+    wait_until(
+        lambda: not any(process_alive(pid) for pid in children),
+        timeout=10,
+        what="every child process to be gone",
+    )

@@ -1,0 +1,62 @@
+"""deploy/temporal-setup.sh (run by docker-compose.yml's temporal-setup service)
+against a real Temporal server with the real ``temporal`` CLI: it creates the
+namespace and Spindle's search attributes, and running it again changes nothing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from spindle.embedded import SEARCH_ATTRIBUTES, TemporalDevServer
+from spindle.processes import bin_path
+
+pytestmark = pytest.mark.integration
+
+SCRIPT = Path(__file__).resolve().parents[2] / "deploy" / "temporal-setup.sh"
+
+
+def test_namespace_setup_creates_the_search_attributes_and_is_idempotent(
+    temporal_server: TemporalDevServer,
+) -> None:
+    namespace = f"setup-{uuid.uuid4().hex[:8]}"
+    temporal = bin_path("temporal")
+    env = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": temporal_server.address,
+        "TEMPORAL_NAMESPACE": namespace,
+        "PATH": f"{Path(temporal).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+
+    def setup() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["sh", str(SCRIPT), "namespace"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=150,
+            check=False,
+        )
+
+    first = setup()
+    assert first.returncode == 0, first.stderr
+    again = setup()
+    assert again.returncode == 0, again.stderr
+    assert "Search attributes have been added" in first.stdout
+    assert "added" not in again.stdout
+    assert again.stdout.strip().endswith(f"namespace {namespace} ready")
+
+    address = ["--address", temporal_server.address]
+    listing = subprocess.run(
+        [temporal, "operator", "search-attribute", "list", "-n", namespace, *address],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
+    rows = {tuple(line.split()) for line in listing.splitlines()}
+    for attribute in SEARCH_ATTRIBUTES:
+        assert tuple(attribute.split("=")) in rows

@@ -1,0 +1,64 @@
+"""The README says what the code does: its configuration table is the one
+generated from ``Settings``, its ``spindle dev`` table matches the flags, and
+CI runs exactly the test command it gives."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from shared.settings import Settings
+from spindle.config_reference import (
+    BEGIN_MARKER,
+    END_MARKER,
+    env_names,
+    render_settings_table,
+)
+from spindle.dev_config import DATA_DIR_ENV, HOST_ENV, PORT_OPTIONS
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+REGENERATE = "regenerate it: python -m spindle.config_reference --write README.md"
+
+
+def settings_table() -> str:
+    begin = README.index(BEGIN_MARKER) + len(BEGIN_MARKER)
+    return README[begin : README.index(END_MARKER, begin)].strip()
+
+
+def test_every_setting_has_a_meaning() -> None:
+    missing = [name for name, info in Settings.model_fields.items() if not info.description]
+    assert not missing, f"give these Settings fields a description=: {missing}"
+
+
+@pytest.mark.parametrize("field", list(Settings.model_fields))
+def test_every_setting_is_in_the_readme_table(field: str) -> None:
+    rows = [row for row in settings_table().splitlines() if f"`{env_names(field)[0]}`" in row]
+    assert rows, f"Settings.{field} is missing from the README's configuration table; {REGENERATE}"
+
+
+def test_readme_table_is_the_generated_one() -> None:
+    assert settings_table() == render_settings_table(), f"the table is stale; {REGENERATE}"
+
+
+def test_readme_dev_table_matches_the_flags() -> None:
+    rows = {
+        m.group(1): (m.group(2), m.group(3))
+        for m in re.finditer(r"^\| `(--[a-z-]+)`[^|]*\| `([A-Z_]+)` \| `([^`]+)` \|$", README, re.M)
+    }
+    expected = {option.flag: (option.env, str(option.default)) for option in PORT_OPTIONS}
+    expected["--host"] = (HOST_ENV, "127.0.0.1")
+    expected["--data-dir"] = (DATA_DIR_ENV, "./.spindle")
+    assert rows == expected
+
+
+def test_ci_runs_exactly_the_readme_test_command() -> None:
+    section = README[README.index("Run the whole test suite") :]
+    command = re.search(r"```bash\n(.+?)\n```", section, re.S)
+    assert command is not None
+    ci_lines = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert command.group(1).strip() in [line.strip() for line in ci_lines]

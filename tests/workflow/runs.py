@@ -1,0 +1,108 @@
+"""Driving ``GraphRun`` from tests: start runs, answer prompts, read what they posted."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import orjson
+from temporalio.client import Client, WorkflowHandle
+
+from shared.archive import RunArchive
+from shared.bus import MessageBus
+from shared.graph_spec import GraphSpec
+from shared.messages import AgentMessageType
+from shared.run_models import (
+    DESCRIBE_QUERY,
+    GRAPH_RUN_WORKFLOW,
+    USER_INPUT_UPDATE,
+    GraphRunInput,
+    GraphRunResult,
+    RunDescription,
+    SignalAck,
+    UserInput,
+)
+from tests.polling import eventually
+
+T = TypeVar("T")
+
+M = AgentMessageType
+
+__all__ = ["GraphRunner", "M", "eventually", "types_of"]
+
+
+def types_of(messages: list[dict[str, Any]]) -> list[AgentMessageType]:
+    return [AgentMessageType(m["t"]) for m in messages]
+
+
+def is_subsequence(wanted: list[Any], seen: list[Any]) -> bool:
+    """True if ``wanted`` appears in ``seen`` in order (not necessarily adjacent)."""
+    it = iter(seen)
+    return all(any(w == s for s in it) for w in wanted)
+
+
+@dataclass
+class GraphRunner:
+    """A client + task queue with a worker behind it, and the bus it posts to."""
+
+    client: Client
+    task_queue: str
+    bus: MessageBus
+    archive: RunArchive
+
+    async def start(
+        self,
+        graph: GraphSpec,
+        run_input: Any = None,
+        *,
+        workflow_id: str | None = None,
+        context: dict[str, Any] | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> WorkflowHandle[Any, GraphRunResult]:
+        workflow_id = workflow_id or f"{graph.name}-{uuid.uuid4().hex[:10]}"
+        return await self.client.start_workflow(
+            GRAPH_RUN_WORKFLOW,
+            GraphRunInput(graph=graph, input=run_input, context=context or {}, meta=meta or {}),
+            id=workflow_id,
+            task_queue=self.task_queue,
+            result_type=GraphRunResult,
+        )
+
+    async def messages(self, stream_id: str) -> list[dict[str, Any]]:
+        """Every message stored for the run, in order, as wire dicts."""
+        return [orjson.loads(m.raw) for m in await self.bus.history(stream_id)]
+
+    async def wait_for_message(
+        self, stream_id: str, kind: AgentMessageType, *, timeout: float = 15.0
+    ) -> list[dict[str, Any]]:
+        """The run's messages once one of type ``kind`` is among them."""
+
+        async def probe() -> list[dict[str, Any]] | None:
+            messages = await self.messages(stream_id)
+            return messages if kind in types_of(messages) else None
+
+        return await eventually(probe, timeout=timeout, what=f"{kind.name} on {stream_id}")
+
+    @staticmethod
+    async def describe(handle: WorkflowHandle[Any, Any]) -> RunDescription:
+        return await handle.query(DESCRIBE_QUERY, result_type=RunDescription)
+
+    async def wait_for_prompt(
+        self, handle: WorkflowHandle[Any, Any], node_id: str, *, timeout: float = 15.0
+    ) -> RunDescription:
+        """The run's description once it waits on prompt ``node_id`` and has asked."""
+
+        async def probe() -> RunDescription | None:
+            description = await self.describe(handle)
+            pending = description.pending_input
+            if pending is None or pending.node_id != node_id:
+                return None
+            asked = AgentMessageType.REQUEST_INPUT in types_of(await self.messages(handle.id))
+            return description if asked else None
+
+        return await eventually(probe, timeout=timeout, what=f"prompt {node_id}")
+
+    @staticmethod
+    async def answer(handle: WorkflowHandle[Any, Any], user_input: UserInput) -> SignalAck:
+        return await handle.execute_update(USER_INPUT_UPDATE, user_input, result_type=SignalAck)

@@ -1,0 +1,39 @@
+"""Activities: every piece of I/O a graph run does.
+
+``build_activities`` wires the activity classes to their dependencies and returns
+the bound activity methods a Temporal ``Worker`` registers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from shared.archive import RunArchive
+    from shared.bus import MessageBus
+    from worker.llm.base import LlmProvider
+
+
+def build_activities(
+    bus: MessageBus, archive: RunArchive | None, llm: LlmProvider
+) -> list[Callable[..., Any]]:
+    """All activities of a graph run, bound to the given bus, archive and LLM."""
+    from worker.activities.agent import AgentActivities
+    from worker.activities.hitl import HitlActivities
+    from worker.activities.lifecycle import LifecycleActivities
+    from worker.activities.nodes import NodeActivities
+
+    nodes = NodeActivities(bus, archive)
+    agent = AgentActivities(bus, archive, llm)
+    hitl = HitlActivities(bus, archive)
+    lifecycle = LifecycleActivities(bus, archive)
+    return [
+        nodes.execute_node,
+        agent.llm_turn,
+        agent.tool_call,
+        hitl.request_input,
+        hitl.accept_input,
+        lifecycle.finish_run,
+        lifecycle.post_message,
+    ]

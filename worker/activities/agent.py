@@ -1,0 +1,202 @@
+"""``llm_turn`` and ``tool_call``: the activities of an ``agent`` node's loop.
+
+The workflow keeps the conversation and runs one ``llm_turn`` per model turn and
+one ``tool_call`` per tool the model asks for (in parallel). A turn that calls
+tools posts THOUGHT; the final turn posts ANSWER and archives the node's report.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from shared.messages import AgentMessageType
+from shared.node_params import AgentParams
+from shared.run_models import NodeStatus
+from worker.activities.heartbeat import heartbeating
+from worker.activities.models import (
+    LLM_TURN,
+    TOOL_CALL,
+    ChatMessage,
+    LlmTurnInput,
+    LlmTurnResult,
+    NodeExecution,
+    ToolCallInput,
+    ToolCallResult,
+)
+from worker.activities.params import invalid_params, resolve_params, validate_params
+from worker.activities.poster import MessagePoster
+from worker.activities.recorder import (
+    RunRecorder,
+    build_report,
+    elapsed_ms_since,
+    input_envelope,
+    output_envelope,
+)
+from worker.llm.base import (
+    LlmAuthenticationError,
+    LlmProvider,
+    LlmRequest,
+    LlmRequestRejected,
+    ToolSpec,
+)
+from worker.llm.prompting import with_opening
+from worker.tools import ToolError, get_tool
+
+if TYPE_CHECKING:
+    from shared.archive import RunArchive
+    from shared.bus import MessageBus
+
+logger = logging.getLogger(__name__)
+
+AGENT_TEMPLATES = ("instructions", "prompt")
+
+
+def agent_params(execution: NodeExecution) -> AgentParams:
+    """The agent node's params, resolved and validated (``InvalidParams`` if bad)."""
+    node = execution.node
+    raw = resolve_params(node, execution.state, templates=AGENT_TEMPLATES)
+    return validate_params(node, raw, AgentParams)
+
+
+def tool_specs(execution: NodeExecution, names: list[str]) -> list[ToolSpec]:
+    specs = []
+    for name in names:
+        try:
+            tool = get_tool(name)
+        except ToolError as exc:
+            raise invalid_params(
+                f"node '{execution.node.id}': {exc}",
+                [{"node": execution.node.id, "field": "params.tools", "rule": "unknown_tool"}],
+            ) from exc
+        specs.append(
+            ToolSpec(name=tool.name, description=tool.description, parameters=tool.params_schema())
+        )
+    return specs
+
+
+def _json(value: Any) -> str:
+    return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+class AgentActivities:
+    """LLM turns and tool calls, with the bus, archive and LLM provider injected."""
+
+    def __init__(self, bus: MessageBus, archive: RunArchive | None, llm: LlmProvider) -> None:
+        self.bus = bus
+        self.archive = archive
+        self.llm = llm
+        self.recorder = RunRecorder(archive)
+
+    @activity.defn(name=LLM_TURN)
+    async def llm_turn(self, turn: LlmTurnInput) -> LlmTurnResult:
+        """Ask the model for its next message; post THOUGHT (tool calls) or ANSWER."""
+        execution = turn.execution
+        node = execution.node
+        poster = MessagePoster(self.bus, execution.run, archive=self.archive)
+        await poster.announce_retry(f"agent {node.id} (turn {turn.turn})")
+        params = agent_params(execution)
+        request = LlmRequest(
+            messages=with_opening(params, execution.state, turn.messages),
+            tools=tool_specs(execution, params.tools),
+            model=params.model,
+            temperature=params.temperature,
+        )
+        started = time.monotonic()
+        try:
+            async with heartbeating(node.id, turn.turn):
+                response = await self.llm.complete(request)
+        except (LlmAuthenticationError, LlmRequestRejected) as exc:
+            # Same request, same refusal: fail the node now instead of retrying.
+            raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from exc
+        llm_ms = round((time.monotonic() - started) * 1000, 1)
+        message = response.message.model_copy(update={"role": "assistant"})
+        details: dict[str, Any] = {"node_id": node.id, "turn": turn.turn, "model": response.model}
+        if response.usage is not None:
+            details["usage"] = response.usage.model_dump()
+        details["llm_ms"] = llm_ms
+
+        if message.tool_calls:
+            names = ", ".join(c.name for c in message.tool_calls)
+            details["tool_calls"] = [c.model_dump() for c in message.tool_calls]
+            await poster.post(
+                AgentMessageType.THOUGHT,
+                message.content or f"Calling tools: {names}",
+                details=details,
+            )
+            await poster.archive()
+            return LlmTurnResult(message=message, final=False)
+
+        answer = message.content or ""
+        await poster.post(AgentMessageType.ANSWER, answer, details=details)
+        report = build_report(
+            execution,
+            NodeStatus.SUCCESS,
+            duration_ms=elapsed_ms_since(execution.started_at),
+            output=answer,
+        )
+        await self.recorder.save_report(
+            execution,
+            report,
+            input=input_envelope(
+                execution,
+                {"prompt": request.messages[1].content} if len(request.messages) > 1 else None,
+            ),
+            output=output_envelope(execution, answer),
+        )
+        await poster.archive()
+        return LlmTurnResult(message=message, final=True, report=report)
+
+    @activity.defn(name=TOOL_CALL)
+    async def tool_call(self, call_input: ToolCallInput) -> ToolCallResult:
+        """Run one tool the model asked for; errors go back to the model as text."""
+        execution = call_input.execution
+        call = call_input.call
+        poster = MessagePoster(self.bus, execution.run, archive=self.archive)
+        await poster.announce_retry(f"tool {call.name} for {execution.node.id}")
+        await poster.post(
+            AgentMessageType.UPDATE,
+            f"Using tool {call.name}",
+            details={
+                "node_id": execution.node.id,
+                "turn": call_input.turn,
+                "call_id": call.id,
+                "tool": call.name,
+                "arguments": call.arguments,
+            },
+        )
+        offered = agent_params(execution).tools
+        try:
+            if call.name not in offered:
+                raise ToolError(f"tool '{call.name}' is not offered to this agent")
+            tool = get_tool(call.name)
+            async with heartbeating(execution.node.id, call.id):
+                result = await tool.call(call.arguments)
+        except ToolError as exc:
+            outcome = ToolCallResult(
+                call_id=call.id, name=call.name, content=_json({"error": str(exc)}), ok=False
+            )
+        except Exception as exc:
+            logger.warning("tool %s failed in %s: %s", call.name, execution.node.id, exc)
+            outcome = ToolCallResult(
+                call_id=call.id,
+                name=call.name,
+                content=_json({"error": f"{type(exc).__name__}: {exc}"}),
+                ok=False,
+            )
+        else:
+            outcome = ToolCallResult(call_id=call.id, name=call.name, content=_json(result))
+        await poster.archive()
+        return outcome
+
+
+def tool_message(result: ToolCallResult) -> ChatMessage:
+    """The chat message that gives a tool's result back to the model."""
+    return ChatMessage(
+        role="tool", content=result.content, tool_call_id=result.call_id, name=result.name
+    )

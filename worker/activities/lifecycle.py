@@ -1,0 +1,73 @@
+"""``finish_run``: the run's last messages and its final archive state."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from temporalio import activity
+
+from shared.messages import AgentMessageType
+from shared.run_models import RunStatus
+from worker.activities.models import FINISH_RUN, POST_MESSAGE, Empty, RunFinish, RunNotice
+from worker.activities.poster import MessagePoster
+from worker.activities.recorder import RunRecorder, summarize
+
+if TYPE_CHECKING:
+    from shared.archive import RunArchive
+    from shared.bus import MessageBus
+
+
+class LifecycleActivities:
+    """Run start/finish bookkeeping, with the bus and archive injected."""
+
+    def __init__(self, bus: MessageBus, archive: RunArchive | None = None) -> None:
+        self.bus = bus
+        self.archive = archive
+        self.recorder = RunRecorder(archive)
+
+    @activity.defn(name=FINISH_RUN)
+    async def finish_run(self, finish: RunFinish) -> Empty:
+        """Post the closing message(s) and record the outcome.
+
+        completed → COMPLETE; failed → ERROR then COMPLETE; canceled (and other
+        ends) → TERMINATED. Nothing can be posted to the stream afterwards.
+        """
+        poster = MessagePoster(self.bus, finish.run, archive=self.archive)
+        await poster.announce_retry("finishing the run")
+        status = finish.status
+        if status == RunStatus.COMPLETED:
+            await poster.post(
+                AgentMessageType.COMPLETE,
+                summarize(finish.output) or "Run completed",
+                details={"status": status.value},
+            )
+        elif status == RunStatus.FAILED:
+            error = finish.error or "the run failed"
+            await poster.post(AgentMessageType.ERROR, error, details={"error": error})
+            await poster.post(
+                AgentMessageType.COMPLETE, "Run failed", details={"status": status.value}
+            )
+        else:
+            await poster.post(
+                AgentMessageType.TERMINATED,
+                f"Run {status.value}",
+                details={"status": status.value},
+            )
+        fields: dict[str, Any] = {
+            "status": status.value,
+            "output": finish.output,
+            "error": finish.error,
+            "current_nodes": [],
+            "pending_input": None,
+        }
+        await self.recorder.update_run(finish.run, **fields)
+        await poster.archive()
+        return Empty()
+
+    @activity.defn(name=POST_MESSAGE)
+    async def post_message(self, notice: RunNotice) -> Empty:
+        """Post a message the workflow itself has to say (e.g. a loop-bound WARNING)."""
+        poster = MessagePoster(self.bus, notice.run, archive=self.archive)
+        await poster.post(AgentMessageType(notice.type), notice.text, details=notice.details)
+        await poster.archive()
+        return Empty()

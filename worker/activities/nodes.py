@@ -1,0 +1,134 @@
+"""``execute_node``: run one node of a registered type (tool, router, output, custom).
+
+One node execution is one activity: its messages and its archive writes happen
+inside it, not in extra activities.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from shared.envelope import NodeMessage
+from shared.errors import ExecutorNotFound
+from shared.run_models import NodeStatus
+from worker.activities.heartbeat import heartbeating
+from worker.activities.models import EXECUTE_NODE, NodeExecution, NodeOutcome
+from worker.activities.params import resolve_params, validate_params
+from worker.activities.poster import MessagePoster
+from worker.activities.recorder import (
+    RunRecorder,
+    build_report,
+    input_envelope,
+    output_envelope,
+)
+from worker.registry import NodeContext, NodeResult, get_node_type
+
+if TYPE_CHECKING:
+    from shared.archive import RunArchive
+    from shared.bus import MessageBus
+
+logger = logging.getLogger(__name__)
+
+
+def as_node_result(value: Any, node_id: str) -> NodeResult:
+    """A node's return value as a NodeResult.
+
+    A bare value is a legacy raw output (seed 000): it is wrapped (and logged as
+    deprecated); a NodeMessage envelope contributes its payload and port.
+    """
+    if isinstance(value, NodeResult):
+        return value
+    if isinstance(value, NodeMessage):
+        return NodeResult(data=value.payload, ports=[value.from_port] if value.from_port else [])
+    logger.warning(
+        "node %s returned a raw %s; wrapping it in a NodeMessage envelope. "
+        "Raw node outputs are deprecated: return NodeResult(data=...)",
+        node_id,
+        type(value).__name__,
+    )
+    return NodeResult(data=value)
+
+
+class NodeActivities:
+    """The generic node activity, with its I/O dependencies injected."""
+
+    def __init__(self, bus: MessageBus, archive: RunArchive | None = None) -> None:
+        self.bus = bus
+        self.archive = archive
+        self.recorder = RunRecorder(archive)
+
+    @activity.defn(name=EXECUTE_NODE)
+    async def execute_node(self, execution: NodeExecution) -> NodeOutcome:
+        """Resolve params, run the node type's implementation, report and archive."""
+        node = execution.node
+        started = time.monotonic()
+        poster = MessagePoster(self.bus, execution.run, archive=self.archive)
+        await poster.announce_retry(f"node {node.id}")
+        try:
+            node_type = get_node_type(node.type)
+        except ExecutorNotFound as exc:
+            raise ApplicationError(
+                str(exc),
+                {"node": node.id, "type": node.type},
+                type="ExecutorNotFound",
+                non_retryable=True,
+            ) from exc
+
+        raw_params = resolve_params(node, execution.state, templates=node_type.templates)
+        params: Any = raw_params
+        if node_type.params is not None:
+            params = validate_params(node, raw_params, node_type.params)
+        envelope_in = input_envelope(execution, raw_params)
+        ctx = NodeContext(
+            node=node,
+            params=params,
+            state=execution.state,
+            run=execution.run,
+            poster=poster,
+            visit=execution.visit,
+        )
+        try:
+            async with heartbeating(node.id):
+                value = await node_type.run(ctx)
+            result = as_node_result(value, node.id)
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            report = build_report(
+                execution,
+                NodeStatus.FAILED,
+                duration_ms=(time.monotonic() - started) * 1000,
+                error=error,
+            )
+            # The last attempt's report wins (same archive id per node visit).
+            await self.recorder.save_report(
+                execution,
+                report,
+                input=envelope_in,
+                output=output_envelope(execution, None, error=error),
+            )
+            await poster.archive()
+            raise
+
+        report = build_report(
+            execution,
+            NodeStatus.SUCCESS,
+            duration_ms=(time.monotonic() - started) * 1000,
+            output=result.data,
+        )
+        await self.recorder.save_report(
+            execution,
+            report,
+            input=envelope_in,
+            output=output_envelope(
+                execution, result.data, ports=result.ports, meta=result.metadata
+            ),
+        )
+        await poster.archive()
+        return NodeOutcome(
+            output=result.data, ports=result.ports, meta=result.metadata, report=report
+        )

@@ -1,0 +1,128 @@
+"""Posting a run's messages from inside an activity, idempotently.
+
+Every post carries a dedup key made of the run, the activity id and the index
+of the post within this activity execution. A retried attempt re-posts the same
+messages under the same keys, so the bus stores each only once; the retry
+announces itself first with one RESTARTING message per attempt.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from temporalio import activity
+
+from shared.bus import PostResult, StoredMessage
+from shared.messages import AgentMessageType, create_compact_message
+from worker.activities.models import RunRef
+
+if TYPE_CHECKING:
+    from shared.archive import RunArchive
+    from shared.bus import MessageBus
+
+logger = logging.getLogger(__name__)
+
+
+class MessagePoster:
+    """Posts messages of one activity execution to its run's stream.
+
+    Args:
+        bus: the Redis message bus.
+        run: which run (stream, workstream) to post to.
+        archive: where ``archive()`` saves the posted messages (None: nowhere).
+        activity_id: default: the current activity's id.
+        attempt: default: the current activity's attempt.
+    """
+
+    def __init__(
+        self,
+        bus: MessageBus,
+        run: RunRef,
+        *,
+        archive: RunArchive | None = None,
+        activity_id: str | None = None,
+        attempt: int | None = None,
+    ) -> None:
+        info = activity.info() if activity.in_activity() else None
+        self.bus = bus
+        self.run = run
+        self._archive = archive
+        self.activity_id = activity_id or (info.activity_id if info else "local")
+        self.attempt = attempt or (info.attempt if info else 1)
+        self._index = 0
+        self._announced = False
+        self.stored: list[StoredMessage] = []
+        self.results: list[PostResult] = []
+
+    def _key(self, suffix: str) -> str:
+        return f"{self.run.workflow_id}:{self.run.run_id}:{self.activity_id}:{suffix}"
+
+    async def announce_retry(self, what: str) -> None:
+        """On attempt > 1, post RESTARTING once ("retrying <what> (attempt n)")."""
+        if self._announced or self.attempt <= 1:
+            return
+        self._announced = True
+        await self._post(
+            AgentMessageType.RESTARTING,
+            f"retrying {what} (attempt {self.attempt})",
+            details={"attempt": self.attempt},
+            final=None,
+            dedup_key=self._key(f"restart:{self.attempt}"),
+        )
+
+    async def post(
+        self,
+        type: AgentMessageType,
+        text: str | None = None,
+        *,
+        details: Any = None,
+        final: bool | None = None,
+    ) -> PostResult:
+        """Post one message; the same call on a retried attempt is a no-op."""
+        if not self._announced and self.attempt > 1:
+            await self.announce_retry(self.activity_id)
+        key = self._key(str(self._index))
+        self._index += 1
+        return await self._post(type, text, details=details, final=final, dedup_key=key)
+
+    async def _post(
+        self,
+        type: AgentMessageType,
+        text: str | None,
+        *,
+        details: Any,
+        final: bool | None,
+        dedup_key: str,
+    ) -> PostResult:
+        message = create_compact_message(
+            type,
+            text,
+            workstream_id=self.run.workstream_id,
+            details=details,
+            final=final,
+            activity_id=self.activity_id,
+        )
+        result = await self.bus.post(self.run.stream_id, message, dedup_key=dedup_key)
+        self.results.append(result)
+        if result.closed:
+            logger.warning(
+                "stream %s has ended; dropped %s from %s",
+                self.run.stream_id,
+                type.name,
+                self.activity_id,
+            )
+        elif result.raw:
+            self.stored.append(StoredMessage(result.seq, result.ts, result.raw))
+        return result
+
+    async def archive(self) -> None:
+        """Save the stored messages to the archive, best-effort (never raises)."""
+        if self._archive is None or not self.stored:
+            return
+        try:
+            await self._archive.save_messages(self.run.stream_id, list(self.stored))
+        except Exception as exc:
+            logger.warning(
+                "cannot archive %d messages of %s: %s", len(self.stored), self.run.stream_id, exc
+            )

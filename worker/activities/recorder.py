@@ -1,0 +1,192 @@
+"""Node reports, NodeMessage envelopes and best-effort archive writes.
+
+MongoDB keeps what must outlive Redis, but a node never fails because MongoDB
+is down: every write here logs a warning and carries on.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from temporalio import activity
+
+from shared.envelope import NodeMessage, NodeMessageMeta, TraceStep
+from shared.run_models import NodeReport, NodeStatus
+from worker.activities.models import NodeExecution, RunRef
+
+if TYPE_CHECKING:
+    from shared.archive import RunArchive
+
+logger = logging.getLogger(__name__)
+
+SUMMARY_CHARS = 200
+_META_KEYS = frozenset(
+    {
+        "stepId",
+        "step_id",
+        "status",
+        "error",
+        "userInputNeeded",
+        "user_input_needed",
+        "uiSchema",
+        "ui_schema",
+    }
+)
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def summarize(value: Any, limit: int = SUMMARY_CHARS) -> str | None:
+    """A short text of an output for reports (``None`` stays ``None``)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value
+    else:
+        try:
+            text = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+        except TypeError:
+            text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def elapsed_ms_since(started_at: str | None) -> float:
+    """Milliseconds from an ISO timestamp (workflow time) until now; 0 if unknown."""
+    if not started_at:
+        return 0.0
+    try:
+        start = datetime.fromisoformat(started_at)
+    except ValueError:
+        return 0.0
+    if start.tzinfo is None:
+        start = start.replace(tzinfo=UTC)
+    return max(0.0, (datetime.now(UTC) - start).total_seconds() * 1000)
+
+
+def build_report(
+    execution: NodeExecution,
+    status: NodeStatus,
+    *,
+    duration_ms: float,
+    output: Any = None,
+    error: str | None = None,
+) -> NodeReport:
+    attempt = activity.info().attempt if activity.in_activity() else 1
+    return NodeReport(
+        node_id=execution.node.id,
+        node_type=execution.node.type,
+        status=status,
+        attempt=attempt,
+        visit=execution.visit,
+        started_at=execution.started_at,
+        duration_ms=round(duration_ms, 3),
+        output_summary=summarize(output),
+        error=error,
+    )
+
+
+def _message_id(execution: NodeExecution, role: str) -> str:
+    # Stable across retries, so a retried attempt rewrites the same envelope.
+    name = f"{execution.run.workflow_id}:{execution.run.run_id}:{execution.node.id}"
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{name}:{execution.visit}:{role}"))
+
+
+def input_envelope(execution: NodeExecution, payload: Any) -> NodeMessage:
+    """What the node received: its resolved params (and the previous output)."""
+    return NodeMessage(
+        messageId=_message_id(execution, "in"),
+        **{"from": "_previous"},
+        to=execution.node.id,
+        timestamp=execution.started_at,
+        payload=payload,
+        context=_dict(execution.state.get("context")),
+        meta=NodeMessageMeta(stepId=execution.node.id, status="pending"),
+    )
+
+
+def output_envelope(
+    execution: NodeExecution,
+    payload: Any,
+    *,
+    ports: list[str] | None = None,
+    meta: dict[str, Any] | None = None,
+    error: str | None = None,
+) -> NodeMessage:
+    """What the node produced, in seed 000's envelope."""
+    now = now_iso()
+    port = ports[0] if ports else None
+    return NodeMessage(
+        messageId=_message_id(execution, "out"),
+        **{"from": execution.node.id},
+        fromPort=port,
+        timestamp=now,
+        payload=payload,
+        context=_dict(execution.state.get("context")),
+        trace=[TraceStep.model_validate({"nodeId": execution.node.id, "port": port, "time": now})],
+        meta=NodeMessageMeta.model_validate(
+            {
+                # Propagated metadata rides along; the envelope's own keys win.
+                **{k: v for k, v in (meta or {}).items() if k not in _META_KEYS},
+                "stepId": execution.node.id,
+                "status": "error" if error else "done",
+                "error": error,
+            }
+        ),
+    )
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+class RunRecorder:
+    """Best-effort writes of run documents and node reports."""
+
+    def __init__(self, archive: RunArchive | None) -> None:
+        self.archive = archive
+
+    async def save_report(
+        self,
+        execution: NodeExecution,
+        report: NodeReport,
+        *,
+        input: NodeMessage | None = None,
+        output: NodeMessage | None = None,
+    ) -> None:
+        if self.archive is None:
+            return
+        try:
+            await self.archive.save_node_report(
+                execution.run.workflow_id,
+                report,
+                input=input.wire() if input else None,
+                output=output.wire() if output else None,
+            )
+        except Exception as exc:
+            logger.warning(
+                "cannot archive report of node %s in %s: %s",
+                report.node_id,
+                execution.run.workflow_id,
+                exc,
+            )
+
+    async def update_run(self, run: RunRef, **fields: Any) -> None:
+        """Record a run's progress; creates the record from ``run`` if the
+        gateway has not written it yet, so no update is lost to that race."""
+        if self.archive is None:
+            return
+        identity = {
+            "run_id": run.run_id,
+            "tenant_id": run.tenant_id,
+            "graph_name": run.graph_name,
+        }
+        try:
+            await self.archive.update_run(run.workflow_id, create_with=identity, **fields)
+        except Exception as exc:
+            logger.warning("cannot update run %s in the archive: %s", run.workflow_id, exc)

@@ -1,0 +1,40 @@
+"""Example graphs shipped with the worker (YAML files beside this module).
+
+- ``research-agent``: an agent with ``search_notes`` and ``calculator`` → output.
+- ``approval-flow``: tool drafts → prompt (HITL) → router → two branches → output.
+- ``pipeline``: tool → tool → conditional edges → output, with ``inputs`` mappings
+  and metadata propagation.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from shared.graph_spec import GraphSpec, parse_graph
+
+
+def example_texts() -> dict[str, str]:
+    """The YAML text of each example, by file stem."""
+    folder = resources.files(__name__)
+    return {
+        entry.name.removesuffix(".yaml"): entry.read_text(encoding="utf-8")
+        for entry in folder.iterdir()
+        if entry.name.endswith(".yaml")
+    }
+
+
+def load_examples() -> list[GraphSpec]:
+    """Every example graph, parsed, sorted by name."""
+    return sorted((parse_graph(text) for text in example_texts().values()), key=lambda g: g.name)
+
+
+def load_example(name: str) -> GraphSpec:
+    """One example graph by name.
+
+    Raises:
+        KeyError: no example has that name.
+    """
+    for spec in load_examples():
+        if spec.name == name:
+            return spec
+    raise KeyError(name)

@@ -1,0 +1,196 @@
+"""The worker process: ``python -m worker.main``.
+
+Connects to Temporal, Redis and MongoDB from ``Settings`` (environment), publishes
+its catalog (node types and tools) for the gateway to validate graphs against,
+then polls its task queue until SIGINT/SIGTERM, when it stops polling and lets
+running activities finish (graceful drain) before exiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import importlib.util
+import logging
+import signal
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from shared.settings import Settings
+from worker.activities import build_activities
+from worker.llm.base import LlmProvider, provider_from_settings
+from worker.registry import build_catalog
+
+if TYPE_CHECKING:
+    from shared.archive import RunArchive
+    from shared.bus import MessageBus
+
+logger = logging.getLogger(__name__)
+
+# Modules the sandbox shares with the worker instead of re-importing per run:
+# ours are deterministic models; the rest are pure third-party libraries.
+PASSTHROUGH_MODULES = (
+    "shared",
+    "pydantic",
+    "pydantic_core",
+    "jmespath",
+    "jsonschema",
+    "referencing",
+    "rpds",
+    "jsonschema_specifications",
+    "orjson",
+    "yaml",
+)
+DRAIN_TIMEOUT = timedelta(seconds=30)
+
+
+def workflow_runner() -> SandboxedWorkflowRunner:
+    """The sandbox (on), with our deterministic modules passed through."""
+    return SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
+    )
+
+
+def workflow_classes() -> list[type[Any]]:
+    """The workflow classes this worker runs."""
+    from worker.workflows.graph_run import GraphRun
+
+    classes: list[type[Any]] = [GraphRun]
+    # The Workstream child workflow lands separately; register it once it exists
+    # (a module that exists but fails to import must fail loudly, so no try).
+    if importlib.util.find_spec("worker.workflows.workstream") is not None:
+        module = importlib.import_module("worker.workflows.workstream")
+        classes.append(module.Workstream)
+    return classes
+
+
+def build_worker(
+    client: Client,
+    settings: Settings,
+    *,
+    bus: MessageBus,
+    archive: RunArchive | None,
+    llm: LlmProvider | None = None,
+    task_queue: str | None = None,
+    **worker_options: Any,
+) -> Worker:
+    """A Temporal worker running the graph workflows and all their activities.
+
+    Args:
+        client: connected with ``pydantic_data_converter``.
+        settings: task queue and concurrency limits.
+        bus: where activities post messages.
+        archive: where they archive; None when the archive is disabled.
+        llm: LLM provider; default: from ``settings.llm_provider``.
+        task_queue: default: ``settings.task_queue``.
+        worker_options: extra ``temporalio.worker.Worker`` keyword arguments.
+    """
+    provider = llm if llm is not None else provider_from_settings(settings)
+    options: dict[str, Any] = {
+        "max_concurrent_activities": settings.worker_max_concurrent_activities,
+        "max_concurrent_local_activities": settings.worker_max_concurrent_activities,
+        "graceful_shutdown_timeout": DRAIN_TIMEOUT,
+        "workflow_runner": workflow_runner(),
+    }
+    options.update(worker_options)
+    return Worker(
+        client,
+        task_queue=task_queue or settings.task_queue,
+        workflows=workflow_classes(),
+        activities=build_activities(bus, archive, provider),
+        **options,
+    )
+
+
+def redact_url(url: str) -> str:
+    """A URL without its password, for logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    netloc = f"{parts.username}:***@{host}" if parts.username else f"***@{host}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+async def publish_catalog(archive: RunArchive | None) -> None:
+    """Save this worker's node types and tools for the gateway (best-effort)."""
+    if archive is None:
+        return
+    try:
+        await archive.save_catalog(build_catalog())
+    except Exception as exc:
+        logger.warning("cannot publish the catalog to MongoDB: %s", exc)
+
+
+async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
+    """Run a worker until ``stop`` is set (by default: until SIGINT/SIGTERM)."""
+    from shared.archive import RunArchive
+    from shared.bus import MessageBus
+
+    if stop is None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+
+    client = await Client.connect(
+        settings.temporal_address,
+        namespace=settings.temporal_namespace,
+        data_converter=pydantic_data_converter,
+    )
+    bus = MessageBus.from_settings(settings)
+    archive = RunArchive.from_settings(settings) if settings.archive_enabled else None
+    llm = provider_from_settings(settings)
+    try:
+        if archive is not None:
+            try:
+                await archive.ensure_indexes()
+            except Exception as exc:
+                logger.warning("cannot create MongoDB indexes: %s", exc)
+        await publish_catalog(archive)
+        worker = build_worker(client, settings, bus=bus, archive=archive, llm=llm)
+        async with worker:
+            logger.info(
+                "worker polling task queue %r on Temporal %s (namespace %s); Redis %s; "
+                "MongoDB %s; LLM %s",
+                settings.task_queue,
+                settings.temporal_address,
+                settings.temporal_namespace,
+                redact_url(settings.redis_url),
+                redact_url(settings.mongo_url) if archive is not None else "disabled",
+                llm.name,
+            )
+            await stop.wait()
+            logger.info("worker stopping: draining running activities")
+        logger.info("worker stopped")
+    finally:
+        close = getattr(llm, "close", None)
+        if close is not None:
+            with contextlib.suppress(Exception):
+                await close()
+        await bus.close()
+        if archive is not None:
+            await archive.close()
+
+
+def main() -> None:
+    """Entry point of ``python -m worker.main``."""
+    settings = Settings()
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    asyncio.run(run_worker(settings))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,8 @@
+"""Built-in node types run by ``execute_node``: ``tool``, ``router``, ``output``.
+
+Importing this package registers them (see ``worker.registry``).
+"""
+
+from worker.nodes import output, router, tool
+
+__all__ = ["output", "router", "tool"]

@@ -1,0 +1,35 @@
+"""``output`` node: select the run's result and, with a ``message``, announce it."""
+
+from __future__ import annotations
+
+from shared.expressions import ExpressionError, evaluate, render_template
+from shared.messages import AgentMessageType
+from shared.node_params import OutputParams
+from worker.activities.params import invalid_params
+from worker.registry import NodeContext, NodeResult, node_type
+
+
+@node_type("output", params=OutputParams)
+async def run_output(ctx: NodeContext) -> NodeResult:
+    """Select (JMESPath) or pass on the previous output; post ``message`` as ANSWER.
+
+    ``message`` is a template rendered over the run state plus ``output`` (the
+    selected value). Without one nothing is posted: the output usually is an
+    answer an agent already posted, and the run's COMPLETE carries it too.
+    """
+    params: OutputParams = ctx.params
+    try:
+        output = evaluate(params.select, ctx.state) if params.select else ctx.previous
+        text = (
+            render_template(params.message, {**ctx.state, "output": output})
+            if params.message
+            else None
+        )
+    except ExpressionError as exc:
+        raise invalid_params(
+            f"node '{ctx.node.id}': {exc}",
+            [{"node": ctx.node.id, "field": "params", "rule": "expression"}],
+        ) from exc
+    if text is not None:
+        await ctx.poster.post(AgentMessageType.ANSWER, text, details={"node_id": ctx.node.id})
+    return NodeResult(data=output)

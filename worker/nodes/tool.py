@@ -1,0 +1,47 @@
+"""``tool`` node: call one registered tool with validated arguments."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio.exceptions import ApplicationError
+
+from shared.messages import AgentMessageType
+from shared.node_params import ToolParams
+from worker.activities.params import invalid_params
+from worker.activities.recorder import summarize
+from worker.registry import NodeContext, NodeResult, node_type
+from worker.tools import ToolError, get_tool
+
+
+@node_type("tool", params=ToolParams, templates=("args",))
+async def run_tool(ctx: NodeContext) -> NodeResult:
+    """Call one registered Python callable with typed arguments."""
+    params: ToolParams = ctx.params
+    try:
+        tool = get_tool(params.tool)
+        tool.validate(params.args)
+    except ToolError as exc:
+        raise invalid_params(
+            f"node '{ctx.node.id}': {exc}",
+            [{"node": ctx.node.id, "field": "params.args", "rule": "tool_arguments"}],
+        ) from exc
+    await ctx.poster.post(
+        AgentMessageType.UPDATE,
+        f"Calling tool {tool.name}",
+        details={"node_id": ctx.node.id, "tool": tool.name, "args": params.args},
+    )
+    try:
+        result: Any = await tool.call(params.args)
+    except ToolError as exc:
+        # The tool itself refused: the same arguments would fail again.
+        raise ApplicationError(
+            f"tool {tool.name} failed: {exc}", type="ToolError", non_retryable=True
+        ) from exc
+    await ctx.poster.post(
+        AgentMessageType.UPDATE,
+        f"Tool {tool.name} returned {summarize(result, 120)}",
+        details={"node_id": ctx.node.id, "tool": tool.name},
+    )
+    used = [*ctx.meta.get("tools_used", []), tool.name]
+    return NodeResult(data=result, metadata={"tools_used": used})

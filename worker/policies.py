@@ -1,0 +1,101 @@
+"""Retry policies and timeouts of every activity a graph run schedules, in one place.
+
+A node's ``retry`` and ``timeout_seconds`` (``shared.graph_spec.NodeSpec``)
+override the defaults of its node type. Pure module: the workflow imports it.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio.common import RetryPolicy
+
+from shared.graph_spec import NodeSpec, RetrySpec
+
+# Errors that no retry can fix: bad parameters, a bad answer, a missing type.
+NON_RETRYABLE_ERRORS = ["InvalidParams", "InputInvalid", "ExecutorNotFound", "NodeTypeNotFound"]
+
+NODE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=3,
+    non_retryable_error_types=NON_RETRYABLE_ERRORS,
+)
+"""``execute_node``: tool, router, output and custom nodes."""
+
+LLM_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=2),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=60),
+    maximum_attempts=5,
+    non_retryable_error_types=[*NON_RETRYABLE_ERRORS, "LlmAuthenticationError"],
+)
+"""``llm_turn``: providers rate-limit and time out; back off longer."""
+
+TOOL_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=3,
+    non_retryable_error_types=NON_RETRYABLE_ERRORS,
+)
+"""``tool_call``: tool errors come back as results; this covers infrastructure faults."""
+
+LIFECYCLE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=30,
+)
+"""``request_input``, ``accept_input``, ``finish_run``: bookkeeping that must happen
+(messages, run document), so it outlasts a Redis/Mongo restart."""
+
+NOTICE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=5,
+)
+"""``post_message``: informative messages (warnings); the run goes on without them."""
+
+START_TO_CLOSE: dict[str, timedelta] = {
+    "agent": timedelta(minutes=5),  # per LLM turn
+    "tool": timedelta(minutes=5),
+    "http": timedelta(minutes=2),
+    "router": timedelta(seconds=30),
+    "output": timedelta(seconds=30),
+    "prompt": timedelta(seconds=30),  # asking and accepting; the wait is not an activity
+}
+DEFAULT_START_TO_CLOSE = timedelta(minutes=5)
+TOOL_CALL_START_TO_CLOSE = timedelta(minutes=5)
+LIFECYCLE_START_TO_CLOSE = timedelta(seconds=30)
+LOCAL_ACTIVITY_START_TO_CLOSE = timedelta(seconds=30)
+
+
+def retry_from_spec(spec: RetrySpec, base: RetryPolicy) -> RetryPolicy:
+    """A Temporal policy from a node's ``retry``; keeps ``base``'s non-retryable types."""
+    return RetryPolicy(
+        initial_interval=timedelta(seconds=spec.initial_interval_seconds),
+        backoff_coefficient=spec.backoff_coefficient,
+        maximum_interval=timedelta(seconds=spec.max_interval_seconds),
+        maximum_attempts=spec.max_attempts,
+        non_retryable_error_types=[
+            *(base.non_retryable_error_types or []),
+            *spec.non_retryable_errors,
+        ],
+    )
+
+
+def node_retry(node: NodeSpec, base: RetryPolicy = NODE_RETRY) -> RetryPolicy:
+    """The retry policy of ``node``: its own ``retry`` if set, else ``base``."""
+    return retry_from_spec(node.retry, base) if node.retry is not None else base
+
+
+def node_timeout(node: NodeSpec) -> timedelta:
+    """Start-to-close timeout of one activity of ``node``."""
+    if node.timeout_seconds is not None:
+        return timedelta(seconds=node.timeout_seconds)
+    if node.local:
+        return START_TO_CLOSE.get(node.type, LOCAL_ACTIVITY_START_TO_CLOSE)
+    return START_TO_CLOSE.get(node.type, DEFAULT_START_TO_CLOSE)

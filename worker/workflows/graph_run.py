@@ -1,0 +1,395 @@
+"""``GraphRun``: one durable run of a graph.
+
+The workflow decides what runs (``worker.workflows.scheduler``) and runs each node
+as activities: ``execute_node`` for tool/router/output/custom nodes, an LLM loop
+for ``agent`` nodes (``worker.workflows.agent_loop``), and ask → wait for a valid
+``UserInput`` update → accept for ``prompt`` nodes. Activities post every message
+and write every archive record; the workflow itself does no I/O.
+
+Deterministic by construction: no clock but ``workflow.now()``, no randomness,
+completions processed in the order they happened, logging via ``workflow.logger``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError, RetryState
+
+with workflow.unsafe.imports_passed_through():
+    from shared.errors import InputInvalid
+    from shared.expressions import ExpressionError
+    from shared.hitl import resolve_answer
+    from shared.messages import AgentMessageType
+    from shared.node_params import PromptParams, default_ui_schema
+    from shared.run_models import (
+        DESCRIBE_QUERY,
+        GRAPH_RUN_WORKFLOW,
+        USER_INPUT_UPDATE,
+        GraphRunInput,
+        GraphRunResult,
+        NodeReport,
+        NodeStatus,
+        PendingInput,
+        RunDescription,
+        RunStatus,
+        SignalAck,
+        UserInput,
+    )
+    from worker import policies
+    from worker.activities.models import (
+        ACCEPT_INPUT,
+        EXECUTE_NODE,
+        FINISH_RUN,
+        POST_MESSAGE,
+        REQUEST_INPUT,
+        InputAcceptance,
+        InputRequest,
+        NodeExecution,
+        NodeOutcome,
+        RunFinish,
+        RunNotice,
+        RunRef,
+    )
+    from worker.activities.params import resolve_params, validate_params
+    from worker.workflows.agent_loop import run_agent
+    from worker.workflows.scheduler import Activation, Advance, GraphScheduler
+
+NODE_FAILED = "NodeFailed"
+NOT_WAITING = "NotWaiting"
+INPUT_INVALID = "InputInvalid"
+
+
+@dataclass
+class _Completion:
+    """A node task's end, queued in the order it happened."""
+
+    activation: Activation
+    outcome: NodeOutcome | None
+    error: BaseException | None
+
+
+class _RunFailed(Exception):
+    """Raised inside the run to stop it as failed, with the user-facing error."""
+
+
+@workflow.defn(name=GRAPH_RUN_WORKFLOW)
+class GraphRun:
+    """Runs a ``GraphSpec`` node by node; see the module docstring."""
+
+    @workflow.init
+    def __init__(self, run_input: GraphRunInput) -> None:
+        info = workflow.info()
+        self._input = run_input
+        self._graph = run_input.graph
+        self._run = RunRef(
+            workflow_id=info.workflow_id,
+            run_id=info.run_id,
+            stream_id=run_input.stream_id or info.workflow_id,
+            workstream_id=run_input.workstream_id,
+            tenant_id=run_input.tenant_id,
+            graph_name=run_input.graph.name,
+        )
+        self._state: dict[str, Any] = {
+            "input": run_input.input,
+            "context": dict(run_input.context),
+            "meta": dict(run_input.meta),
+        }
+        self._scheduler = GraphScheduler(run_input.graph)
+        self._status = RunStatus.RUNNING
+        self._reports: list[NodeReport] = []
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._started: dict[str, datetime] = {}
+        self._completions: list[_Completion] = []
+        self._pending: dict[str, PendingInput] = {}  # insertion order = oldest first
+        self._answers: dict[str, tuple[dict[str, Any], UserInput]] = {}
+        self._output: Any = None
+        self._output_node_ran = False
+        self._error: str | None = None
+        self._notices = 0
+
+    # -- the run ---------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, run_input: GraphRunInput) -> GraphRunResult:
+        """Run the graph to its end; the result carries the output and node reports.
+
+        Raises:
+            ApplicationError: ``NodeFailed`` (non-retryable) when a node failed
+                after its retries; the run is then Failed in Temporal.
+        """
+        try:
+            await self._drive()
+        except asyncio.CancelledError:
+            await self._stop_nodes()
+            self._status = RunStatus.CANCELED
+            await self._finish(RunStatus.CANCELED)
+            raise
+        except _RunFailed as failure:
+            await self._stop_nodes()
+            self._status = RunStatus.FAILED
+            self._error = str(failure)
+            await self._finish(RunStatus.FAILED)
+            raise ApplicationError(self._error, type=NODE_FAILED, non_retryable=True) from None
+        self._status = RunStatus.COMPLETED
+        await self._finish(RunStatus.COMPLETED)
+        return GraphRunResult(
+            status=RunStatus.COMPLETED, output=self._output, node_reports=list(self._reports)
+        )
+
+    async def _drive(self) -> None:
+        await self._apply(self._scheduler.start())
+        while not self._scheduler.finished:
+            await workflow.wait_condition(lambda: bool(self._completions))
+            while self._completions:
+                done = self._completions.pop(0)
+                node_id = done.activation.node_id
+                self._tasks.pop(node_id, None)
+                if done.outcome is None:
+                    raise _RunFailed(self._record_failure(done.activation, done.error))
+                self._record_success(done.activation, done.outcome)
+                try:
+                    advance = self._scheduler.complete(node_id, done.outcome.ports, self._state)
+                except ExpressionError as exc:
+                    raise _RunFailed(f"edge condition after node '{node_id}': {exc}") from exc
+                await self._apply(advance)
+
+    async def _apply(self, advance: Advance) -> None:
+        now = workflow.now()
+        for skip in advance.skipped:
+            node = self._graph.node(skip.node_id)
+            self._reports.append(
+                NodeReport(
+                    node_id=node.id,
+                    node_type=node.type,
+                    status=NodeStatus.SKIPPED,
+                    visit=max(self._scheduler.visits(node.id), 1),
+                    started_at=now.isoformat(),
+                    output_summary=f"skipped: {skip.reason}",
+                )
+            )
+        for warning in advance.warnings:
+            await self._post_warning(warning)
+        for activation in advance.ready:
+            self._started[activation.node_id] = workflow.now()
+            self._tasks[activation.node_id] = asyncio.create_task(self._node_task(activation))
+
+    async def _node_task(self, activation: Activation) -> None:
+        try:
+            outcome = await self._execute(activation)
+        except (FailureError, ExpressionError) as exc:
+            self._completions.append(_Completion(activation, None, exc))
+        else:
+            self._completions.append(_Completion(activation, outcome, None))
+
+    def _record_success(self, activation: Activation, outcome: NodeOutcome) -> None:
+        node = self._graph.node(activation.node_id)
+        self._state[node.id] = outcome.output
+        self._state["_previous"] = outcome.output
+        if outcome.meta:
+            self._state["meta"] = {**self._state["meta"], **outcome.meta}
+        if node.type == "output":
+            self._output, self._output_node_ran = outcome.output, True
+        elif not self._output_node_ran:
+            self._output = outcome.output
+        self._reports.append(outcome.report.model_copy(update={"visit": activation.visit}))
+
+    def _record_failure(self, activation: Activation, error: BaseException | None) -> str:
+        node = self._graph.node(activation.node_id)
+        cause: BaseException | None = error
+        attempt = 1
+        if isinstance(error, ActivityError):
+            cause = error.cause or error
+            if error.retry_state == RetryState.MAXIMUM_ATTEMPTS_REACHED:
+                base = policies.LLM_RETRY if node.type == "agent" else policies.NODE_RETRY
+                attempt = policies.node_retry(node, base).maximum_attempts
+        text = cause.message if isinstance(cause, FailureError) else str(cause)
+        message = f"node '{node.id}' ({node.type}) failed: {text}"
+        started = self._started.get(node.id, workflow.now())
+        self._reports.append(
+            NodeReport(
+                node_id=node.id,
+                node_type=node.type,
+                status=NodeStatus.FAILED,
+                attempt=attempt,
+                visit=activation.visit,
+                started_at=started.isoformat(),
+                duration_ms=(workflow.now() - started).total_seconds() * 1000,
+                error=text,
+            )
+        )
+        workflow.logger.warning("run %s: %s", self._run.workflow_id, message)
+        return message
+
+    async def _stop_nodes(self) -> None:
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks.clear()
+        self._pending.clear()
+
+    async def _finish(self, status: RunStatus) -> None:
+        await workflow.execute_activity(
+            FINISH_RUN,
+            RunFinish(run=self._run, status=status, output=self._output, error=self._error),
+            activity_id="finish",
+            start_to_close_timeout=policies.LIFECYCLE_START_TO_CLOSE,
+            retry_policy=policies.LIFECYCLE_RETRY,
+        )
+
+    async def _post_warning(self, text: str) -> None:
+        self._notices += 1
+        workflow.logger.warning("run %s: %s", self._run.workflow_id, text)
+        try:
+            await workflow.execute_activity(
+                POST_MESSAGE,
+                RunNotice(run=self._run, type=int(AgentMessageType.WARNING), text=text),
+                activity_id=f"notice.{self._notices}",
+                start_to_close_timeout=policies.LIFECYCLE_START_TO_CLOSE,
+                retry_policy=policies.NOTICE_RETRY,
+            )
+        except ActivityError as exc:
+            workflow.logger.warning("cannot post warning %r: %s", text, exc)
+
+    # -- node dispatch ---------------------------------------------------------
+
+    async def _execute(self, activation: Activation) -> NodeOutcome:
+        node = self._graph.node(activation.node_id)
+        execution = NodeExecution(
+            run=self._run,
+            node=node,
+            visit=activation.visit,
+            state=dict(self._state),
+            started_at=workflow.now().isoformat(),
+        )
+        if node.type == "agent":
+            return await run_agent(execution)
+        if node.type == "prompt":
+            return await self._ask_human(execution)
+        activity_id = f"{node.id}.{activation.visit}"
+        if node.local:
+            result: NodeOutcome = await workflow.execute_local_activity(
+                EXECUTE_NODE,
+                execution,
+                result_type=NodeOutcome,
+                activity_id=activity_id,
+                start_to_close_timeout=policies.node_timeout(node),
+                retry_policy=policies.node_retry(node),
+            )
+            return result
+        remote: NodeOutcome = await workflow.execute_activity(
+            EXECUTE_NODE,
+            execution,
+            result_type=NodeOutcome,
+            activity_id=activity_id,
+            start_to_close_timeout=policies.node_timeout(node),
+            retry_policy=policies.node_retry(node),
+            task_queue=node.task_queue,
+        )
+        return remote
+
+    async def _ask_human(self, execution: NodeExecution) -> NodeOutcome:
+        node = execution.node
+        resolved = resolve_params(node, execution.state, templates=("prompt", "title"))
+        params = validate_params(node, resolved, PromptParams)
+        pending = PendingInput(
+            node_id=node.id,
+            prompt=params.prompt,
+            ui_schema=params.ui_schema or default_ui_schema(node.id, params.prompt, params.title),
+            requested_at=workflow.now().isoformat(),
+        )
+        self._pending[node.id] = pending
+        try:
+            await workflow.execute_activity(
+                REQUEST_INPUT,
+                InputRequest(execution=execution, pending=pending),
+                activity_id=f"{node.id}.{execution.visit}.ask",
+                start_to_close_timeout=policies.node_timeout(node),
+                retry_policy=policies.LIFECYCLE_RETRY,
+                task_queue=node.task_queue,
+            )
+            await workflow.wait_condition(lambda: node.id in self._answers)
+        finally:
+            self._pending.pop(node.id, None)
+        answer, user_input = self._answers.pop(node.id)
+        result: NodeOutcome = await workflow.execute_activity(
+            ACCEPT_INPUT,
+            InputAcceptance(
+                execution=execution, pending=pending, answer=answer, user_input=user_input
+            ),
+            result_type=NodeOutcome,
+            activity_id=f"{node.id}.{execution.visit}.answer",
+            start_to_close_timeout=policies.node_timeout(node),
+            retry_policy=policies.LIFECYCLE_RETRY,
+            task_queue=node.task_queue,
+        )
+        return result
+
+    # -- HITL update and describe query ----------------------------------------
+
+    @workflow.update(name=USER_INPUT_UPDATE)
+    async def user_input(self, user_input: UserInput) -> SignalAck:
+        """Answer a pending prompt (validated first; see ``_validate_user_input``)."""
+        pending = self._pending_for(user_input)
+        answer = self._checked_answer(pending, user_input)
+        # Removed here, not when the prompt task resumes, so a second answer in
+        # the same workflow task is refused instead of overwriting this one.
+        del self._pending[pending.node_id]
+        self._answers[pending.node_id] = (answer, user_input)
+        return SignalAck(status="accepted", message=f"answer to '{pending.node_id}' accepted")
+
+    @user_input.validator
+    def _validate_user_input(self, user_input: UserInput) -> None:
+        self._checked_answer(self._pending_for(user_input), user_input)
+
+    def _pending_for(self, user_input: UserInput) -> PendingInput:
+        if user_input.node_id is not None:
+            pending = self._pending.get(user_input.node_id)
+            if pending is None:
+                raise ApplicationError(
+                    f"the run is not waiting for input on node '{user_input.node_id}'",
+                    {"waiting_on": list(self._pending)},
+                    type=NOT_WAITING,
+                    non_retryable=True,
+                )
+            return pending
+        if not self._pending:
+            raise ApplicationError(
+                "the run is not waiting for input", type=NOT_WAITING, non_retryable=True
+            )
+        return next(iter(self._pending.values()))
+
+    @staticmethod
+    def _checked_answer(pending: PendingInput, user_input: UserInput) -> dict[str, Any]:
+        try:
+            return resolve_answer(pending, user_input)
+        except InputInvalid as exc:
+            raise ApplicationError(
+                exc.detail, {"errors": exc.errors}, type=INPUT_INVALID, non_retryable=True
+            ) from None
+
+    @workflow.query(name=DESCRIBE_QUERY)
+    def describe(self) -> RunDescription:
+        """The live state: status, running nodes, the oldest pending prompt, reports."""
+        current = self._scheduler.running
+        status = self._status
+        if status is RunStatus.RUNNING and self._pending and set(current) <= set(self._pending):
+            status = RunStatus.PAUSED
+        return RunDescription(
+            status=status,
+            graph_name=self._graph.name,
+            current_nodes=current,
+            pending_input=next(iter(self._pending.values()), None),
+            node_reports=list(self._reports),
+            output=self._output,
+            error=self._error,
+        )
+
+
+WORKFLOWS: list[type] = [GraphRun]

@@ -1,0 +1,267 @@
+"""Which node runs next: the pure scheduling logic of a graph run.
+
+No Temporal, no I/O, no clock: the ``GraphRun`` workflow feeds it node
+completions and runs what it returns, and the unit tests drive it directly.
+
+Rules:
+
+- The entry node runs first. When a node finishes, each outgoing edge is taken iff
+  its ``from_port`` is unset or among the node's ports, and its ``when`` is unset or
+  JMESPath-truthy over the run state.
+- Forward edges (every edge that does not close a cycle, see
+  ``shared.graph_spec.find_back_edges``) have join semantics: a node runs once all
+  its forward incoming edges are resolved and at least one was taken. If none was
+  taken the node is SKIPPED and its outgoing edges resolve as not taken, so skips
+  propagate downstream.
+- A back-edge (loop) that is taken re-runs its target. Everything forward-reachable
+  from the target (the loop region) is reset to pending, and the node that took the
+  back-edge leaves its forward edges undecided: it runs again in the next iteration
+  and decides then. Edges entering the region from outside keep their resolution,
+  so a loop never waits on a branch that will not run again.
+- Loops are bounded by ``edge.max_iterations`` (traversals of that back-edge) and
+  ``node.max_visits`` (executions of a node). A back-edge whose bound is reached is
+  not taken and yields a warning; the node's forward edges then decide as usual.
+- Every ready node is returned at once, so independent branches run concurrently.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from shared.expressions import evaluate, is_truthy
+from shared.graph_spec import EdgeSpec, GraphSpec, find_back_edges
+
+# Safety net for graphs that were not validated: validation refuses unbounded
+# cycles, but a run must never loop forever because of a bad spec.
+UNBOUNDED_VISITS_LIMIT = 1000
+
+
+class NodeState(Enum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    SKIPPED = "skipped"
+
+
+@dataclass(frozen=True)
+class Activation:
+    """A node to execute now, with its 1-based visit number."""
+
+    node_id: str
+    visit: int
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A node that will not run in this pass, and why."""
+
+    node_id: str
+    reason: str
+
+
+@dataclass
+class Advance:
+    """What changed after a step: nodes to run, nodes skipped, warnings to post."""
+
+    ready: list[Activation] = field(default_factory=list)
+    skipped: list[Skip] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+class GraphScheduler:
+    """Tracks node and edge states of one run and decides what runs next.
+
+    Args:
+        spec: the graph; assumed structurally valid (``validate_structure``).
+    """
+
+    def __init__(self, spec: GraphSpec) -> None:
+        self._spec = spec
+        self._edges = spec.edges
+        self._back = find_back_edges(spec)
+        self._nodes = {n.id: n for n in spec.nodes}
+        self._out: dict[str, list[int]] = {n: [] for n in self._nodes}
+        self._forward_in: dict[str, list[int]] = {n: [] for n in self._nodes}
+        for i, edge in enumerate(self._edges):
+            self._out[edge.from_].append(i)
+            if i not in self._back:
+                self._forward_in[edge.to].append(i)
+        self._state: dict[str, NodeState] = dict.fromkeys(self._nodes, NodeState.PENDING)
+        self._resolved: dict[int, bool | None] = {
+            i: None for i in range(len(self._edges)) if i not in self._back
+        }
+        self._visits: dict[str, int] = dict.fromkeys(self._nodes, 0)
+        self._traversals: dict[int, int] = dict.fromkeys(self._back, 0)
+        self._regions: dict[str, frozenset[str]] = {}
+        self._started = False
+
+    # -- queries -------------------------------------------------------------
+
+    @property
+    def running(self) -> list[str]:
+        """Nodes handed out and not yet completed, in graph order."""
+        return [n for n, s in self._state.items() if s is NodeState.RUNNING]
+
+    @property
+    def finished(self) -> bool:
+        """True once started and no node is running (nothing more can become ready)."""
+        return self._started and not self.running
+
+    def state_of(self, node_id: str) -> NodeState:
+        return self._state[node_id]
+
+    def visits(self, node_id: str) -> int:
+        return self._visits[node_id]
+
+    def is_back_edge(self, edge_index: int) -> bool:
+        return edge_index in self._back
+
+    # -- transitions ---------------------------------------------------------
+
+    def start(self) -> Advance:
+        """Activate the entry node."""
+        if self._started:
+            raise RuntimeError("scheduler already started")
+        self._started = True
+        advance = Advance()
+        work: deque[tuple[int, bool]] = deque()
+        self._activate(self._spec.entry, advance, work)
+        self._drain(work, advance)
+        return advance
+
+    def complete(self, node_id: str, ports: list[str], state: dict[str, Any]) -> Advance:
+        """Record that ``node_id`` finished and decide its outgoing edges.
+
+        Args:
+            node_id: a node previously returned as ready.
+            ports: the ports the node chose (routers); edges with a ``from_port``
+                are taken only when it is among them.
+            state: the run state after the node's output was stored, for ``when``.
+
+        Raises:
+            ValueError: the node is not running.
+            shared.expressions.ExpressionError: a ``when`` cannot be evaluated.
+        """
+        if self._state.get(node_id) is not NodeState.RUNNING:
+            raise ValueError(f"node '{node_id}' is not running")
+        self._state[node_id] = NodeState.DONE
+        advance = Advance()
+        out = self._out[node_id]
+
+        for i in out:
+            if i not in self._back or not self._fires(self._edges[i], ports, state):
+                continue
+            bound = self._loop_bound_hit(i)
+            if bound is None:
+                self._loop_back(i, advance)
+                return advance
+            advance.warnings.append(bound)
+
+        work: deque[tuple[int, bool]] = deque(
+            (i, self._fires(self._edges[i], ports, state)) for i in out if i not in self._back
+        )
+        self._drain(work, advance)
+        return advance
+
+    # -- internals -----------------------------------------------------------
+
+    @staticmethod
+    def _fires(edge: EdgeSpec, ports: list[str], state: dict[str, Any]) -> bool:
+        if edge.from_port is not None and edge.from_port not in ports:
+            return False
+        return edge.when is None or is_truthy(evaluate(edge.when, state))
+
+    def _visit_limit(self, node_id: str) -> int:
+        limit = self._nodes[node_id].max_visits
+        return UNBOUNDED_VISITS_LIMIT if limit is None else limit
+
+    def _loop_bound_hit(self, edge_index: int) -> str | None:
+        edge = self._edges[edge_index]
+        if edge.max_iterations is not None and self._traversals[edge_index] >= edge.max_iterations:
+            return (
+                f"loop {edge.from_} → {edge.to} reached max_iterations "
+                f"({edge.max_iterations}); not repeating '{edge.to}'"
+            )
+        limit = self._visit_limit(edge.to)
+        if self._visits[edge.to] >= limit:
+            return (
+                f"node '{edge.to}' reached max_visits ({limit}); "
+                f"loop {edge.from_} → {edge.to} not taken"
+            )
+        return None
+
+    def _region(self, node_id: str) -> frozenset[str]:
+        """Nodes forward-reachable from ``node_id`` (itself included)."""
+        cached = self._regions.get(node_id)
+        if cached is not None:
+            return cached
+        seen = {node_id}
+        frontier = [node_id]
+        while frontier:
+            current = frontier.pop()
+            for i in self._out[current]:
+                target = self._edges[i].to
+                if i not in self._back and target not in seen:
+                    seen.add(target)
+                    frontier.append(target)
+        region = frozenset(seen)
+        self._regions[node_id] = region
+        return region
+
+    def _loop_back(self, edge_index: int, advance: Advance) -> None:
+        edge = self._edges[edge_index]
+        self._traversals[edge_index] += 1
+        region = self._region(edge.to)
+        for node_id in region:
+            # A node still running (a parallel branch of the loop body) keeps
+            # running; its completion resolves its edges into the new iteration.
+            if self._state[node_id] is not NodeState.RUNNING:
+                self._state[node_id] = NodeState.PENDING
+        for i in self._resolved:
+            e = self._edges[i]
+            if e.from_ in region and e.to in region:
+                self._resolved[i] = None
+        # Loops nested strictly inside this one start counting afresh.
+        for i in self._traversals:
+            inner = self._edges[i]
+            if i != edge_index and inner.to != edge.to and inner.to in region:
+                self._traversals[i] = 0
+        work: deque[tuple[int, bool]] = deque()
+        self._activate(edge.to, advance, work)
+        self._drain(work, advance)
+
+    def _activate(self, node_id: str, advance: Advance, work: deque[tuple[int, bool]]) -> None:
+        limit = self._visit_limit(node_id)
+        if self._visits[node_id] >= limit:
+            advance.warnings.append(f"node '{node_id}' reached max_visits ({limit}); skipped")
+            self._skip(node_id, f"max_visits ({limit}) reached", advance, work)
+            return
+        self._visits[node_id] += 1
+        self._state[node_id] = NodeState.RUNNING
+        advance.ready.append(Activation(node_id, self._visits[node_id]))
+
+    def _skip(
+        self, node_id: str, reason: str, advance: Advance, work: deque[tuple[int, bool]]
+    ) -> None:
+        self._state[node_id] = NodeState.SKIPPED
+        advance.skipped.append(Skip(node_id, reason))
+        work.extend((i, False) for i in self._out[node_id] if i not in self._back)
+
+    def _drain(self, work: deque[tuple[int, bool]], advance: Advance) -> None:
+        # A work list rather than recursion: skip chains may be as long as the graph.
+        while work:
+            edge_index, taken = work.popleft()
+            self._resolved[edge_index] = taken
+            target = self._edges[edge_index].to
+            if self._state[target] is not NodeState.PENDING:
+                continue
+            incoming = [self._resolved[i] for i in self._forward_in[target]]
+            if any(r is None for r in incoming):
+                continue
+            if any(incoming):
+                self._activate(target, advance, work)
+            else:
+                self._skip(target, "no incoming edge was taken", advance, work)
