@@ -126,3 +126,40 @@ class CheckResult(BaseModel):
 class ReadyStatus(BaseModel):
     status: Literal["ready", "unavailable"]
     checks: dict[str, CheckResult]
+
+
+class Problem(BaseModel):
+    """An error, as RFC 9457 problem details (``application/problem+json``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = Field("about:blank", description="always about:blank: the status says it all")
+    title: str = Field(description="the kind of error, e.g. 'Validation failed'")
+    status: int = Field(ge=400, le=599, description="the HTTP status, repeated")
+    detail: str = Field(description="what is wrong, naming the field, node and rule")
+    instance: str | None = Field(None, description="the request path")
+    errors: list[dict[str, Any]] | None = Field(
+        None,
+        description=(
+            "one entry per problem: where (`in`: body, query, path, header), `field`, "
+            "`node` for graphs, `rule` broken and `message`"
+        ),
+    )
+
+
+# One Server-Sent Event of a run's stream, as OpenAPI 3.1 documents the items of
+# ``text/event-stream`` (the routes' `content` entry uses it as the schema).
+SSE_EVENT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "data": {
+            "type": "string",
+            "contentMediaType": "application/json",
+            "description": "one CompactMessage as JSON: t, m?, w?, d?, f?, ts, i?",
+        },
+        "id": {"type": "string", "description": "the message's sequence number in its run"},
+        "event": {"type": "string", "description": "absent (the default 'message' event)"},
+        "retry": {"type": "integer", "description": "reconnection delay, in milliseconds"},
+    },
+    "required": ["data"],
+}

@@ -16,23 +16,31 @@ from contextlib import asynccontextmanager
 from fastapi import APIRouter, FastAPI
 from fastapi.routing import APIRoute
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 
 from gateway.access_log import install_access_log_redaction
+from gateway.auth.authenticator import Authenticator
 from gateway.body_limit import ContentLengthLimit
 from gateway.catalog_cache import CatalogCache
+from gateway.limits import TenantLimits
 from gateway.problems import install_problem_handlers
-from gateway.routes import graphs, health, history, runs, signals, stream
+from gateway.routes import files, graphs, health, history, runs, signals, stream
+from shared.api_keys import ApiKeyStore
 from shared.archive import RunArchive
 from shared.bus import MessageBus
 from shared.bus_hub import SubscriptionHub
+from shared.file_store import FileStore
 from shared.settings import Settings, get_settings
+from shared.temporal_converter import data_converter
 
 log = logging.getLogger(__name__)
 
 # @vertesia/client's WorkflowsApi addresses runs under this fixed prefix.
 VERTESIA_PREFIX = "/api/v1/workflows"
 STARTUP_TIMEOUT = 10.0
+AUTH_DISABLED_BANNER = (
+    "AUTHENTICATION IS OFF (SPINDLE_AUTH_DISABLED=true): every request acts as user "
+    "'dev' of tenant 'default'. Never run like this where anyone else can connect."
+)
 
 
 @asynccontextmanager
@@ -41,12 +49,14 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     temporal = await Client.connect(
         settings.temporal_address,
         namespace=settings.temporal_namespace,
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(settings),
         lazy=True,
     )
     bus = MessageBus.from_settings(settings)
     hub = SubscriptionHub(bus.redis)
     archive = RunArchive.from_settings(settings)
+    keys = ApiKeyStore.from_settings(settings)
+    file_store = FileStore.from_settings(settings)
     await hub.start()  # waits briefly for Redis; keeps retrying in the background
     if settings.archive_enabled:
         try:
@@ -59,6 +69,11 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.hub = hub
     app.state.archive = archive
     app.state.catalog = CatalogCache(archive)
+    app.state.authenticator = Authenticator(settings, keys=keys)
+    app.state.limits = TenantLimits(bus.redis, settings)
+    app.state.files = file_store
+    if settings.auth_disabled:
+        log.warning(AUTH_DISABLED_BANNER)
     log.info(
         "gateway ready: temporal=%s redis=%s mongo=%s/%s",
         settings.temporal_address,
@@ -72,6 +87,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await hub.stop()
         await bus.close()
         await archive.close()
+        await keys.close()
+        await file_store.close()
 
 
 def _vertesia_operation_id(route: APIRoute) -> str:
@@ -92,8 +109,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
+    # Fail at build time, not at the first request, when auth is misconfigured.
+    Authenticator(settings, keys=None)
     install_problem_handlers(app)
-    app.add_middleware(ContentLengthLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        ContentLengthLimit,
+        max_bytes=settings.max_body_bytes,
+        max_upload_bytes=settings.max_upload_bytes,
+    )
     install_access_log_redaction()
 
     app.include_router(health.router)
@@ -104,6 +127,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         stream.router,
         signals.router,
         runs.by_run_router,
+        files.router,
     ]
     for router in per_run:
         app.include_router(router)

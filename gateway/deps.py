@@ -10,17 +10,19 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends, Request
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from temporalio.client import Client
 
+from gateway.auth.authenticator import Authenticator
 from gateway.catalog_cache import CatalogCache
+from gateway.limits import TenantLimits
+from gateway.run_access import RunAction, RunOwner, authorize_run
 from shared.archive import RunArchive
 from shared.bus import MessageBus
 from shared.bus_hub import SubscriptionHub
+from shared.file_store import FileStore
+from shared.identity import Identity
 from shared.settings import Settings
-
-# Until authentication lands every request acts for this tenant; routes take
-# the tenant from ``TenantDep`` so auth can replace it in one place.
-DEFAULT_TENANT = "default"
 
 
 def get_settings(request: Request) -> Settings:
@@ -53,8 +55,70 @@ def get_catalog_cache(request: Request) -> CatalogCache:
     return cache
 
 
-def get_tenant() -> str:
-    return DEFAULT_TENANT
+def get_file_store(request: Request) -> FileStore:
+    store: FileStore = request.app.state.files
+    return store
+
+
+def get_limits(request: Request) -> TenantLimits:
+    limits: TenantLimits = request.app.state.limits
+    return limits
+
+
+# Declared for the OpenAPI document (securitySchemes, the /docs "Authorize"
+# button); the authenticator itself reads the request, including the GET-only
+# ``access_token`` query parameter of streams.
+_bearer_scheme = HTTPBearer(
+    auto_error=False, description="An API key (spk_…), a JWT or a stream token (st1.…)"
+)
+_api_key_scheme = APIKeyHeader(name="X-API-Key", auto_error=False, description="An API key")
+
+
+async def get_identity(
+    request: Request,
+    _bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer_scheme)],
+    _api_key: Annotated[str | None, Depends(_api_key_scheme)],
+) -> Identity:
+    """The authenticated caller (401 problem when credentials are missing or bad)."""
+    authenticator: Authenticator = request.app.state.authenticator
+    return await authenticator.authenticate(request)
+
+
+def get_tenant(identity: Annotated[Identity, Depends(get_identity)]) -> str:
+    return identity.tenant_id
+
+
+async def readable_run(
+    workflow_id: str,
+    request: Request,
+    identity: Annotated[Identity, Depends(get_identity)],
+) -> RunOwner:
+    """The run in the path, if the caller's tenant owns it (else 404)."""
+    return await _authorize(request, workflow_id, identity, RunAction.READ)
+
+
+async def controllable_run(
+    workflow_id: str,
+    request: Request,
+    identity: Annotated[Identity, Depends(get_identity)],
+) -> RunOwner:
+    """The run in the path, if the caller may control it (404 / 403)."""
+    return await _authorize(request, workflow_id, identity, RunAction.CONTROL)
+
+
+async def _authorize(
+    request: Request, workflow_id: str, identity: Identity, action: RunAction
+) -> RunOwner:
+    state = request.app.state
+    return await authorize_run(
+        workflow_id,
+        identity,
+        action,
+        bus=state.bus,
+        archive=state.archive,
+        temporal=state.temporal,
+        settings=state.settings,
+    )
 
 
 def base_url(request: Request) -> str:
@@ -71,5 +135,10 @@ BusDep = Annotated[MessageBus, Depends(get_bus)]
 HubDep = Annotated[SubscriptionHub, Depends(get_hub)]
 ArchiveDep = Annotated[RunArchive, Depends(get_archive)]
 CatalogDep = Annotated[CatalogCache, Depends(get_catalog_cache)]
+FileStoreDep = Annotated[FileStore, Depends(get_file_store)]
+LimitsDep = Annotated[TenantLimits, Depends(get_limits)]
+IdentityDep = Annotated[Identity, Depends(get_identity)]
 TenantDep = Annotated[str, Depends(get_tenant)]
+ReadableRunDep = Annotated[RunOwner, Depends(readable_run)]
+ControllableRunDep = Annotated[RunOwner, Depends(controllable_run)]
 BaseUrlDep = Annotated[str, Depends(base_url)]

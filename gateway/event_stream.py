@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -26,6 +27,7 @@ from redis.exceptions import RedisError
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
+from gateway.limits import StreamLease
 from gateway.problems import spindle_problem
 from shared.bus import LiveEvent, MessageBus, StoredMessage, stored_ts
 from shared.bus_hub import Subscription, SubscriptionHub, SubscriptionLost
@@ -73,6 +75,10 @@ class RunEventStream:
         read_backlog: ``(after_seq, since_ts) -> stored messages`` (Redis, then archive).
         keepalive_seconds: idle time after which a comment line is sent.
         retry_ms: the reconnection delay hinted to EventSource clients.
+        lease: the stream's slot of its tenant's stream limit: refreshed at
+            least once per keep-alive interval while the stream is open (at each
+            keep-alive, and after live frames when one is due, since a busy
+            stream sends no keep-alives), released by ``close()``.
     """
 
     def __init__(
@@ -85,6 +91,7 @@ class RunEventStream:
         cursor: StreamCursor,
         keepalive_seconds: float,
         retry_ms: int = 2000,
+        lease: StreamLease | None = None,
     ) -> None:
         self.stream_id = stream_id
         self._hub = hub
@@ -93,6 +100,8 @@ class RunEventStream:
         self._cursor = cursor
         self._keepalive = keepalive_seconds
         self._retry_ms = retry_ms
+        self._lease = lease
+        self._lease_refreshed_at = time.monotonic()
         self._stack = contextlib.AsyncExitStack()
         self._sub: Subscription | None = None
         self._backlog: list[StoredMessage] = []
@@ -144,7 +153,21 @@ class RunEventStream:
         return self.ended and not self._backlog
 
     async def close(self) -> None:
-        await self._stack.aclose()
+        """Leave the live channel and give the stream's slot back (idempotent)."""
+        try:
+            await self._stack.aclose()
+        finally:
+            if self._lease is not None:
+                await self._lease.release()
+
+    async def _refresh_lease(self, *, only_if_due: bool) -> None:
+        if self._lease is None:
+            return
+        now = time.monotonic()
+        if only_if_due and now - self._lease_refreshed_at < self._keepalive:
+            return
+        self._lease_refreshed_at = now
+        await self._lease.refresh()
 
     async def pump(self, write: Callable[[bytes], Awaitable[None]]) -> None:
         """Write the backlog, then live frames, until the conversation ends or
@@ -166,6 +189,7 @@ class RunEventStream:
                 first = await asyncio.wait_for(self._sub.get(), self._keepalive)
             except TimeoutError:
                 await write(KEEPALIVE)
+                await self._refresh_lease(only_if_due=False)
                 continue
             except SubscriptionLost as exc:
                 log.info("stream %s: live feed lost (%s); client will resume", self.stream_id, exc)
@@ -179,6 +203,7 @@ class RunEventStream:
                 await write(out)
             if self.ended:
                 return
+            await self._refresh_lease(only_if_due=True)
 
     async def _frames(self, events: list[LiveEvent]) -> bytes:
         out: list[bytes] = []

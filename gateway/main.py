@@ -11,6 +11,10 @@ from shared.settings import get_settings
 # Open SSE streams never finish on their own: on shutdown give them this long,
 # then close them (clients resume with Last-Event-ID).
 GRACEFUL_SHUTDOWN_SECONDS = 3
+# Longer than common client pools' idle expiry (httpx: 5 s) so a client never
+# sends a request on a connection the server is closing at that very moment;
+# and longer than a load balancer's idle timeout (60 s), as proxies expect.
+KEEP_ALIVE_SECONDS = 75
 
 
 def main() -> None:
@@ -29,6 +33,7 @@ def main() -> None:
         log_level=settings.log_level.lower(),
         proxy_headers=True,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
     )
 
 

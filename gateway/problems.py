@@ -14,7 +14,9 @@ from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request
+from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute, iter_route_contexts
 from pymongo.errors import ConnectionFailure
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -22,7 +24,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from temporalio.service import RPCError, RPCStatusCode
 
-from shared.errors import InvalidRequest, NotFound, SpindleError, Unavailable, ValidationFailed
+from gateway.api_models import Problem
+from shared.errors import (
+    InvalidRequest,
+    NotFound,
+    PayloadTooLarge,
+    SpindleError,
+    Unavailable,
+    ValidationFailed,
+)
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +43,17 @@ PROBLEM_JSON = "application/problem+json"
 _TEMPORAL_RETRYABLE = frozenset(
     {RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.RESOURCE_EXHAUSTED}
 )
+_HTTP_METHODS = frozenset({"GET", "PUT", "POST", "DELETE", "PATCH", "HEAD", "OPTIONS"})
+_PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
+_DOCUMENTED = {
+    400: "the body cannot be read: not JSON, not UTF-8, or nested too deeply (problem+json)",
+    401: "missing or invalid credentials (problem+json)",
+    404: "unknown, or another tenant's (problem+json)",
+    413: "the body is larger than the gateway accepts (problem+json)",
+    415: "the body was not sent as application/json (problem+json)",
+    422: "invalid parameters or body, naming each field and rule (problem+json)",
+    503: "a backing service is unavailable; retry after Retry-After (problem+json)",
+}
 _HTTP_TITLES = {
     400: "Bad request",
     404: "Not found",
@@ -43,10 +64,23 @@ _HTTP_TITLES = {
 }
 
 
-class PayloadTooLarge(SpindleError):
-    """The request body is larger than ``settings.max_body_bytes``."""
+class UnsupportedMediaType(SpindleError):
+    """A route that reads JSON got a body of another (or no) content type."""
 
-    status, jsonrpc_code, title = 413, -32600, "Content too large"
+    status, jsonrpc_code, title = 415, -32600, "Unsupported media type"
+
+
+class ProblemHTTPException(StarletteHTTPException):
+    """Carries a ``SpindleError`` through code that only lets ``HTTPException`` pass.
+
+    FastAPI turns any other exception raised while it reads a request body into
+    a bare 400; the body checks of ``gateway.body_limit`` raise this instead, so
+    the client gets the error's own status and problem body.
+    """
+
+    def __init__(self, error: SpindleError) -> None:
+        super().__init__(error.status, error.detail)
+        self.error = error
 
 
 def problem_response(
@@ -80,7 +114,10 @@ def problem_response(
 def spindle_problem(exc: SpindleError, instance: str | None = None) -> Response:
     """The problem response for one ``SpindleError`` (its ``problem()`` body plus
     ``instance``; ``Retry-After`` for ``Unavailable``)."""
-    headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, Unavailable) else None
+    retry_after = getattr(exc, "retry_after", None)
+    headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
+    if exc.status == 401:
+        headers = {"WWW-Authenticate": 'Bearer realm="spindle"'}
     return problem_response(
         exc.status,
         exc.title,
@@ -105,15 +142,23 @@ def is_temporal_connect_error(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and str(exc).startswith("Failed client connect")
 
 
-def validation_errors(exc: RequestValidationError) -> SpindleError:
+def validation_errors(exc: RequestValidationError, content_type: str | None = None) -> SpindleError:
     """Turn FastAPI's validation errors into one error naming every field.
 
-    Malformed JSON is a 400 (the request cannot be read at all); everything
+    Malformed JSON is a 400 (the request cannot be read at all); a body that
+    FastAPI left unparsed because it was not sent as JSON is a 415; everything
     else is a 422 naming where (``in``), which ``field`` and which ``rule``.
     """
     errors: list[dict[str, Any]] = []
     for err in exc.errors():
         loc = list(err.get("loc", ()))
+        if loc == ["body"] and isinstance(exc.body, bytes | bytearray) and exc.body:
+            # FastAPI hands a route the raw bytes when Content-Type is not JSON.
+            sent = f"Content-Type '{content_type}'" if content_type else "no Content-Type"
+            return UnsupportedMediaType(
+                f"the request body was sent with {sent}; send it as application/json",
+                errors=[{"in": "header", "field": "Content-Type", "rule": "media_type"}],
+            )
         if err.get("type") == "json_invalid":
             position = loc[1] if len(loc) > 1 else None
             reason = (err.get("ctx") or {}).get("error", "JSON decode error")
@@ -138,8 +183,112 @@ def validation_errors(exc: RequestValidationError) -> SpindleError:
     return ValidationFailed(detail, errors=errors)
 
 
+def unreadable_body(exc: StarletteHTTPException) -> SpindleError | None:
+    """Say why FastAPI could not read a body it answered with a bare 400.
+
+    FastAPI reports every body it fails to decode other than a JSON syntax
+    error as "There was an error parsing the body"; the cause says more.
+    """
+    cause = exc.__cause__
+    if exc.status_code != 400 or cause is None:
+        return None
+    if isinstance(cause, UnicodeDecodeError):
+        return InvalidRequest(
+            f"request body is not valid UTF-8: byte {cause.start} ({cause.reason})",
+            errors=[{"in": "body", "field": "body", "rule": "utf8", "position": cause.start}],
+        )
+    if isinstance(cause, RecursionError):
+        return InvalidRequest(
+            "request body nests too deeply to be read",
+            errors=[{"in": "body", "field": "body", "rule": "max_depth"}],
+        )
+    if isinstance(cause, ValueError):  # e.g. an integer of more than 4300 digits
+        return InvalidRequest(
+            f"request body cannot be read as JSON: {cause}",
+            errors=[{"in": "body", "field": "body", "rule": "json_invalid"}],
+        )
+    return None
+
+
+def document_problems(schema: dict[str, Any], authenticated: set[tuple[str, str]]) -> None:
+    """Make an OpenAPI document say what the gateway really answers on errors.
+
+    Every 4xx/5xx response without a body of its own (and FastAPI's default 422)
+    becomes ``application/problem+json`` with the ``Problem`` schema, and every
+    operation lists the errors any request of its shape can get: 400/413/415/422
+    with a body, 422 with parameters, 404 with path parameters, 401/503 when it
+    authenticates the caller.
+
+    Args:
+        schema: the document, changed in place.
+        authenticated: ``(METHOD, path)`` of the operations that authenticate.
+    """
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    components["Problem"] = Problem.model_json_schema()
+    for path, item in schema.get("paths", {}).items():
+        for method, operation in item.items():
+            if method.upper() not in _HTTP_METHODS:
+                continue
+            responses = operation.setdefault("responses", {})
+            expected: set[int] = set()
+            if "requestBody" in operation:
+                expected |= {400, 413, 415, 422}
+            elif operation.get("parameters"):
+                expected.add(422)
+            if "{" in path:
+                expected.add(404)
+            if (method.upper(), path) in authenticated:
+                expected |= {401, 503}
+            for status in sorted(expected):
+                responses.setdefault(str(status), {"description": _DOCUMENTED[status]})
+            for status, response in responses.items():
+                if status[:1] in ("4", "5") and _default_error_body(response):
+                    response["content"] = {PROBLEM_JSON: {"schema": dict(_PROBLEM_REF)}}
+    text = orjson.dumps(schema["paths"])
+    for unused in ("HTTPValidationError", "ValidationError"):
+        if f'"#/components/schemas/{unused}"'.encode() not in text:
+            components.pop(unused, None)
+
+
+def _default_error_body(response: dict[str, Any]) -> bool:
+    content = response.get("content")
+    if not content:
+        return True
+    schema = (content.get("application/json") or {}).get("schema") or {}
+    return bool(schema.get("$ref") == "#/components/schemas/HTTPValidationError")
+
+
+def _authenticated_operations(app: FastAPI) -> set[tuple[str, str]]:
+    from gateway.deps import get_identity  # deps imports this module, through run_access
+
+    def needs_identity(dependant: Dependant) -> bool:
+        return dependant.call is get_identity or any(
+            needs_identity(d) for d in dependant.dependencies
+        )
+
+    found: set[tuple[str, str]] = set()
+    for route in iter_route_contexts(app.routes):
+        if isinstance(route.original_route, APIRoute) and needs_identity(route.dependant):
+            found.update((method, route.path_format or "") for method in route.methods or ())
+    return found
+
+
+def install_problem_docs(app: FastAPI) -> None:
+    """Serve the OpenAPI document with the problem responses of ``document_problems``."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            document_problems(build(), _authenticated_operations(app))
+        return app.openapi_schema or build()
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def install_problem_handlers(app: FastAPI) -> None:
-    """Register the exception handlers that render every error as a problem."""
+    """Register the exception handlers that render every error as a problem, and
+    document them in the OpenAPI schema."""
+    install_problem_docs(app)
 
     async def on_spindle_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, SpindleError)
@@ -149,10 +298,16 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     async def on_validation_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
-        return spindle_problem(validation_errors(exc), request.url.path)
+        error = validation_errors(exc, request.headers.get("content-type"))
+        return spindle_problem(error, request.url.path)
 
     async def on_http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
+        if isinstance(exc, ProblemHTTPException):
+            return spindle_problem(exc.error, request.url.path)
+        unreadable = unreadable_body(exc)
+        if unreadable is not None:
+            return spindle_problem(unreadable, request.url.path)
         if exc.status_code == 413:
             detail = exc.detail if isinstance(exc.detail, str) else "request body is too large"
             return spindle_problem(PayloadTooLarge(detail), request.url.path)

@@ -25,7 +25,6 @@ from gateway.temporal_runs import (
     temporal_ui_url,
 )
 from shared.archive import RunArchive, RunRecord
-from shared.bus import MessageBus
 from shared.errors import NotFound
 from shared.run_models import DESCRIBE_QUERY, NodeReport, PendingInput, RunDescription
 from shared.settings import Settings
@@ -48,28 +47,6 @@ async def archived_run(archive: RunArchive, workflow_id: str) -> RunRecord | Non
     except Exception as exc:
         log.warning("archive lookup of %s failed: %s", workflow_id, exc)
         return None
-
-
-async def ensure_run_exists(
-    workflow_id: str,
-    *,
-    bus: MessageBus,
-    archive: RunArchive,
-    temporal: Client,
-    tenant_id: str | None = None,
-) -> None:
-    """Raise NotFound unless the stream, the archive or Temporal knows the run.
-
-    Cheapest first: one Redis EXISTS answers for every live or recent run.
-    """
-    if await bus.exists(workflow_id):
-        return
-    record = await archived_run(archive, workflow_id)
-    if record is not None and (tenant_id is None or record.tenant_id == tenant_id):
-        return
-    if await describe_workflow(temporal, workflow_id) is not None:
-        return
-    raise not_found(workflow_id)
 
 
 async def describe_run(

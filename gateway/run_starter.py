@@ -43,7 +43,7 @@ from shared.settings import Settings
 log = logging.getLogger(__name__)
 
 
-async def resolve_graph(body: StartRunRequest, archive: RunArchive) -> GraphSpec:
+async def resolve_graph(body: StartRunRequest, archive: RunArchive, tenant_id: str) -> GraphSpec:
     """The graph to run: the registered one by name, or the inline spec.
 
     Raises:
@@ -53,7 +53,7 @@ async def resolve_graph(body: StartRunRequest, archive: RunArchive) -> GraphSpec
     if body.graph_spec is not None:
         return parse_graph(body.graph_spec)
     assert body.graph is not None
-    stored = await archive.get_graph(body.graph)
+    stored = await archive.get_graph(body.graph, tenant_id=tenant_id)
     if stored is None:
         raise NotFound(f"graph '{body.graph}' is not registered (see GET /graphs)")
     if isinstance(stored, GraphSpec):
@@ -85,7 +85,7 @@ async def start_run(
             is started.
         Unavailable: Temporal cannot be reached.
     """
-    spec = await resolve_graph(body, archive)
+    spec = await resolve_graph(body, archive, tenant_id)
     validate_graph(spec, await catalog.get())
     validate_run_input(spec, body.input)
 
@@ -155,7 +155,11 @@ async def _start(
         run_input,
         id=workflow_id,
         task_queue=settings.task_queue,
-        memo={"graph": run_input.graph.name, "tenant": run_input.tenant_id},
+        memo={
+            "graph": run_input.graph.name,
+            "tenant": run_input.tenant_id,
+            "user": run_input.user_id,
+        },
         search_attributes=search_attributes,
         id_conflict_policy=conflict,
         id_reuse_policy=reuse,
@@ -207,7 +211,12 @@ async def _record_start(
     try:
         await bus.set_meta(
             workflow_id,
-            {"run_id": run_id, "tenant_id": run_input.tenant_id, "graph": spec.name},
+            {
+                "run_id": run_id,
+                "tenant_id": run_input.tenant_id,
+                "user_id": run_input.user_id or "",
+                "graph": spec.name,
+            },
         )
     except Exception as exc:
         log.error("run %s started but its stream metadata was not written: %s", workflow_id, exc)

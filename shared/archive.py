@@ -15,7 +15,7 @@ Collections::
                   stored compact JSON) — index (stream_id, seq) unique
     node_reports  _id="<workflow_id>:<node_id>:<visit>"; workflow_id, report fields,
                   input (envelope), output (envelope) — index (workflow_id, started_at)
-    graphs        _id=name; spec (dict), tenant_id, updated_at
+    graphs        _id="<tenant_id>/<name>"; name, spec (dict), tenant_id, updated_at
     catalogs      _id=worker identity (default: a hash of the catalog); catalog, updated_at
                   — ``get_catalog`` merges them all, so workers offering
                   different node types and tools add up
@@ -70,6 +70,7 @@ from pymongo.errors import BulkWriteError, PyMongoError
 from shared.bus import StoredMessage
 from shared.catalog import Catalog
 from shared.graph_spec import GraphSpec
+from shared.mongo import mongo_client
 from shared.run_models import NodeReport
 
 if TYPE_CHECKING:
@@ -188,14 +189,7 @@ class RunArchive:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RunArchive:
-        client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
-            settings.mongo_url,
-            tz_aware=True,
-            serverSelectionTimeoutMS=3000,
-            connectTimeoutMS=2000,
-            appname="spindle",
-        )
-        return cls(client, settings.mongo_db)
+        return cls(mongo_client(settings, appname="spindle"), settings.mongo_db)
 
     @property
     def database(self) -> AsyncDatabase[dict[str, Any]]:
@@ -383,12 +377,14 @@ class RunArchive:
 
     # -- graphs --------------------------------------------------------------
 
-    async def save_graph(self, spec: GraphSpec, *, tenant_id: str = "default") -> None:
-        """Store a graph definition under its name (replacing an older one)."""
+    async def save_graph(self, spec: GraphSpec, *, tenant_id: str) -> None:
+        """Store a tenant's graph definition under its name (replacing an older one)."""
+        doc_id = _graph_id(tenant_id, spec.name)
         await self.graphs.replace_one(
-            {"_id": spec.name},
+            {"_id": doc_id},
             {
-                "_id": spec.name,
+                "_id": doc_id,
+                "name": spec.name,
                 "spec": spec.model_dump(mode="json", by_alias=True, exclude_none=True),
                 "tenant_id": tenant_id,
                 "updated_at": utcnow(),
@@ -396,8 +392,9 @@ class RunArchive:
             upsert=True,
         )
 
-    async def get_graph(self, name: str) -> GraphSpec | None:
-        doc = await self.graphs.find_one({"_id": name})
+    async def get_graph(self, name: str, *, tenant_id: str) -> GraphSpec | None:
+        """The tenant's graph of that name (other tenants' graphs are invisible)."""
+        doc = await self.graphs.find_one({"_id": _graph_id(tenant_id, name)})
         return GraphSpec.model_validate(doc["spec"]) if doc is not None else None
 
     async def list_graphs(self, *, tenant_id: str | None = None) -> list[GraphSpec]:
@@ -456,3 +453,8 @@ __all__ = [
     "node_report_id",
     "utcnow",
 ]
+
+
+def _graph_id(tenant_id: str, name: str) -> str:
+    # Graph names are unique per tenant, not globally.
+    return f"{tenant_id}/{name}"

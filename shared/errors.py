@@ -16,6 +16,10 @@ its HTTP status (for REST problem bodies, RFC 9457) and its JSON-RPC code (seed
     ├── NotFound                     404  -32001  unknown (or not visible) run, graph, task
     ├── Conflict                     409  -32000  the target's state forbids the operation
     ├── Unauthorized                 401  -32004  missing or bad credentials
+    │   └── Forbidden                403  -32004  known caller, not allowed this action on a
+    │                                              run it can see (other tenants' runs: NotFound)
+    ├── PayloadTooLarge              413  -32600  body, upload or field over its limit
+    ├── RateLimited                  429  -32005  tenant over its rate or stream limit; retry
     └── Unavailable                  503  -32000  a backing service is down; retry later
 """
 
@@ -83,6 +87,22 @@ class Conflict(SpindleError):
 
 class Unauthorized(SpindleError):
     status, jsonrpc_code, title = 401, -32004, "Unauthorized"
+
+
+class Forbidden(Unauthorized):
+    status, title = 403, "Forbidden"
+
+
+class PayloadTooLarge(SpindleError):
+    status, jsonrpc_code, title = 413, -32600, "Payload too large"
+
+
+class RateLimited(SpindleError):
+    status, jsonrpc_code, title = 429, -32005, "Too many requests"
+
+    def __init__(self, detail: str, *, retry_after: int = 1) -> None:
+        super().__init__(detail)
+        self.retry_after = max(1, retry_after)
 
 
 class Unavailable(SpindleError):

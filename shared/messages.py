@@ -168,3 +168,47 @@ def create_compact_message(
         ts=timestamp,
         i=activity_id,
     )
+
+
+# Redis prepends ``"ts":<13 digits>,`` when it stores a message without one.
+_STORED_TS_BYTES = len(b'"ts":1700000000000,')
+_TRUNCATED = "… [truncated {} bytes]"
+
+
+def stored_size(message: CompactMessage) -> int:
+    """Bytes the message takes once stored (``ts`` counted even when Redis adds it)."""
+    size = len(message.to_json())
+    return size if message.ts is not None else size + _STORED_TS_BYTES
+
+
+def cut_to_size(message: CompactMessage, max_bytes: int) -> CompactMessage:
+    """The message, made to fit ``max_bytes`` once stored; unchanged when it fits.
+
+    The text is cut on a UTF-8 character boundary and ends with the marker
+    ``… [truncated N bytes]`` (N: the UTF-8 bytes of text removed). Details too
+    large to leave room for a text are replaced by
+    ``{"truncated": true, "bytes": <their JSON size>}``. Pure function.
+    """
+    if stored_size(message) <= max_bytes:
+        return message
+    text = message.m or ""
+    # Room the marker may take (N has at most as many digits as the text's size).
+    marker_room = len(_TRUNCATED.format(len(text.encode()) or 1).encode()) + len(b',"m":""')
+    if stored_size(message.model_copy(update={"m": None})) + marker_room > max_bytes:
+        details_bytes = len(orjson.dumps(message.d))
+        message = message.model_copy(update={"d": {"truncated": True, "bytes": details_bytes}})
+        if stored_size(message) <= max_bytes:
+            return message
+    if not text:
+        return message
+    data = text.encode()
+    keep = max(0, len(data) - (stored_size(message) - max_bytes) - marker_room)
+    while True:
+        kept = data[:keep].decode("utf-8", errors="ignore")
+        cut = len(data) - len(kept.encode())
+        fitted = message.model_copy(update={"m": kept + _TRUNCATED.format(cut)})
+        excess = stored_size(fitted) - max_bytes
+        if excess <= 0 or keep == 0:
+            return fitted
+        # JSON escapes (quotes, control characters) take more room than the raw text.
+        keep = max(0, keep - excess)

@@ -12,6 +12,9 @@ from typing import Literal
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+JwtAlgorithm = Literal["HS256", "RS256"]
+JWT_ALGORITHMS: tuple[JwtAlgorithm, ...] = ("HS256", "RS256")
+
 
 def _env(name: str, *plain: str) -> AliasChoices:
     return AliasChoices(f"SPINDLE_{name}", *plain)
@@ -112,6 +115,127 @@ class Settings(BaseSettings):
         ge=1024,
         description="Largest request body the gateway accepts, in bytes",
         validation_alias=_env("MAX_BODY_BYTES"),
+    )
+
+    # Auth and tenants
+    auth_disabled: bool = Field(
+        False,
+        description=(
+            "Switch authentication off (development only): every request acts as user "
+            "'dev' of tenant 'default'. `spindle dev` sets it and says so at start-up"
+        ),
+        validation_alias=_env("AUTH_DISABLED"),
+    )
+    auth_secret: str | None = Field(
+        None,
+        description=(
+            "Server secret that signs stream tokens and peppers API-key hashes; "
+            "required when auth is on (use 32+ random bytes)"
+        ),
+        validation_alias=_env("AUTH_SECRET"),
+    )
+    jwt_algorithms: list[JwtAlgorithm] = Field(
+        default_factory=lambda: list(JWT_ALGORITHMS),
+        description="JWT algorithms accepted (JSON list)",
+        validation_alias=_env("JWT_ALGORITHMS"),
+    )
+    jwt_secret: str | None = Field(
+        None,
+        description="HS256 shared secret of bearer JWTs; unset: HS256 tokens are refused",
+        validation_alias=_env("JWT_SECRET"),
+    )
+    jwt_public_key: str | None = Field(
+        None,
+        description="RS256 public key (PEM) of bearer JWTs",
+        validation_alias=_env("JWT_PUBLIC_KEY"),
+    )
+    jwt_jwks_url: str | None = Field(
+        None,
+        description="JWKS URL that serves the RS256 keys of bearer JWTs (keys picked by kid)",
+        validation_alias=_env("JWT_JWKS_URL"),
+    )
+    jwt_issuer: str | None = Field(
+        None,
+        description="Required `iss` of bearer JWTs",
+        validation_alias=_env("JWT_ISSUER"),
+    )
+    jwt_audience: str | None = Field(
+        None,
+        description="Required `aud` of bearer JWTs",
+        validation_alias=_env("JWT_AUDIENCE"),
+    )
+    jwt_tenant_claim: str = Field(
+        "tenant",
+        description="JWT claim that names the caller's tenant",
+        validation_alias=_env("JWT_TENANT_CLAIM"),
+    )
+    jwt_roles_claim: str = Field(
+        "roles",
+        description="JWT claim that lists the caller's roles",
+        validation_alias=_env("JWT_ROLES_CLAIM"),
+    )
+    run_control_roles: list[str] = Field(
+        default_factory=lambda: ["admin"],
+        description=(
+            "Roles that may answer, steer, cancel or terminate any run of their tenant "
+            "(the run's owner always may); JSON list"
+        ),
+        validation_alias=_env("RUN_CONTROL_ROLES"),
+    )
+    api_key_cache_seconds: float = Field(
+        10.0,
+        ge=0,
+        description="Seconds a gateway trusts a verified API key before asking MongoDB again "
+        "(a revoked key stops working within this time)",
+        validation_alias=_env("API_KEY_CACHE_SECONDS"),
+    )
+    stream_token_ttl_seconds: int = Field(
+        300,
+        ge=10,
+        le=86_400,
+        description="Lifetime of a signed stream token (browsers' EventSource)",
+        validation_alias=_env("STREAM_TOKEN_TTL_SECONDS"),
+    )
+
+    # Limits
+    rate_limit_run_starts: int = Field(
+        60,
+        ge=1,
+        description="Run starts a tenant may make per minute (then 429 with Retry-After)",
+        validation_alias=_env("RATE_LIMIT_RUN_STARTS"),
+    )
+    rate_limit_signals: int = Field(
+        600,
+        ge=1,
+        description="Signals a tenant may send per minute (then 429 with Retry-After)",
+        validation_alias=_env("RATE_LIMIT_SIGNALS"),
+    )
+    max_streams_per_tenant: int = Field(
+        500,
+        ge=1,
+        description="Concurrent SSE streams one tenant may hold open (then 429)",
+        validation_alias=_env("MAX_STREAMS_PER_TENANT"),
+    )
+    max_message_bytes: int = Field(
+        262_144,
+        ge=1024,
+        description="Largest single message a run may post; longer text is cut and marked",
+        validation_alias=_env("MAX_MESSAGE_BYTES"),
+    )
+    max_upload_bytes: int = Field(
+        26_214_400,
+        ge=1024,
+        description="Largest file upload, in bytes",
+        validation_alias=_env("MAX_UPLOAD_BYTES"),
+    )
+    payload_offload_bytes: int = Field(
+        131_072,
+        ge=1024,
+        description=(
+            "Temporal payloads larger than this are stored in MongoDB (GridFS) and "
+            "passed by reference, far below Temporal's 2 MB limit"
+        ),
+        validation_alias=_env("PAYLOAD_OFFLOAD_BYTES"),
     )
 
     # LLM

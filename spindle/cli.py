@@ -217,6 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_worker(commands)
     _add_gateway(commands)
     _add_graphs(commands)
+    from spindle.key_commands import add_keys_command
+
+    add_keys_command(commands)
     return parser
 
 

@@ -50,6 +50,9 @@ def stack_overrides(config: DevConfig) -> dict[str, Any]:
         "mongo_url": config.effective_mongo_url,
         "gateway_host": config.host,
         "gateway_port": config.gateway_port,
+        # The embedded default is a single-user development stack; the banner
+        # and the gateway's log both say so loudly.
+        "auth_disabled": True,
     }
 
 
@@ -240,7 +243,14 @@ class DevStack:
         width = max(len(label) for label, _ in rows)
         lines = ["", "Spindle is running."]
         lines += [f"  {label.ljust(width)}  {value}" for label, value in rows]
-        lines += ["Press Ctrl-C to stop.", ""]
+        lines += [
+            "",
+            "  WARNING: authentication is OFF (development stack): every request acts as",
+            "  user 'dev' of tenant 'default'. Do not expose these ports to anyone else.",
+            "",
+            "Press Ctrl-C to stop.",
+            "",
+        ]
         return "\n".join(lines)
 
 

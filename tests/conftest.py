@@ -20,6 +20,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from shared.settings import Settings
+from shared.temporal_converter import data_converter
 from spindle.embedded import (
     TemporalDevServer,
     mongo_wire_server,
@@ -103,7 +104,7 @@ async def temporal_client(settings: Settings) -> Client:
     return await Client.connect(
         settings.temporal_address,
         namespace=settings.temporal_namespace,
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(settings),
     )
 
 

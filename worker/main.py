@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from shared.settings import Settings
+from shared.temporal_converter import data_converter
 from worker.activities import build_activities
 from worker.llm.base import LlmProvider, provider_from_settings
 from worker.registry import build_catalog
@@ -84,7 +84,7 @@ def build_worker(
     """A Temporal worker running the graph workflows and all their activities.
 
     Args:
-        client: connected with ``pydantic_data_converter``.
+        client: connected with ``shared.temporal_converter.data_converter``.
         settings: task queue and concurrency limits.
         bus: where activities post messages.
         archive: where they archive; None when the archive is disabled.
@@ -134,6 +134,7 @@ async def publish_catalog(archive: RunArchive | None) -> None:
 async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
     """Run a worker until ``stop`` is set (by default: until SIGINT/SIGTERM)."""
     from shared.archive import RunArchive
+    from shared.archive_outbox import ArchiveCatchUp, ArchiveOutbox, attach_outbox
     from shared.bus import MessageBus
 
     if stop is None:
@@ -145,12 +146,20 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
     client = await Client.connect(
         settings.temporal_address,
         namespace=settings.temporal_namespace,
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(settings),
     )
     bus = MessageBus.from_settings(settings)
     archive = RunArchive.from_settings(settings) if settings.archive_enabled else None
+    # Archive writes MongoDB cannot take wait in Redis; this process helps replay them.
+    catch_up: ArchiveCatchUp | None = None
+    if archive is not None:
+        outbox = ArchiveOutbox(bus.redis, settings.mongo_db)
+        attach_outbox(archive, outbox)
+        catch_up = ArchiveCatchUp(outbox, archive)
     llm = provider_from_settings(settings)
     try:
+        if catch_up is not None:
+            catch_up.start()
         if archive is not None:
             try:
                 await archive.ensure_indexes()
@@ -177,6 +186,8 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
         if close is not None:
             with contextlib.suppress(Exception):
                 await close()
+        if catch_up is not None:
+            await catch_up.stop()
         await bus.close()
         if archive is not None:
             await archive.close()

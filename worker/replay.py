@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client, WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from shared.graph_spec import GraphSpec
@@ -33,6 +32,8 @@ from shared.run_models import (
     SignalAck,
     UserInput,
 )
+from shared.settings import get_settings
+from shared.temporal_converter import data_converter
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def replayer(workflows: Sequence[type[Any]] | None = None) -> Replayer:
     return Replayer(
         workflows=list(workflows) if workflows is not None else workflow_classes(),
         workflow_runner=workflow_runner(),
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(get_settings()),
     )
 
 

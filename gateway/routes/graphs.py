@@ -27,8 +27,9 @@ def summary(spec: GraphSpec) -> GraphSummary:
 
 
 @router.get("/graphs", response_model=GraphList, summary="Registered graphs")
-async def list_graphs(archive: ArchiveDep) -> GraphList:
-    return GraphList(graphs=[summary(spec) for spec in await archive.list_graphs()])
+async def list_graphs(archive: ArchiveDep, tenant: TenantDep) -> GraphList:
+    specs = await archive.list_graphs(tenant_id=tenant)
+    return GraphList(graphs=[summary(spec) for spec in specs])
 
 
 @router.get("/graphs/schema", summary="The JSON Schema of a graph spec")
@@ -44,8 +45,8 @@ async def get_graph_schema() -> dict[str, Any]:
     summary="One registered graph",
     responses={404: {"description": "unknown graph (problem+json)"}},
 )
-async def get_graph(name: str, archive: ArchiveDep) -> GraphSpec:
-    spec = await archive.get_graph(name)
+async def get_graph(name: str, archive: ArchiveDep, tenant: TenantDep) -> GraphSpec:
+    spec = await archive.get_graph(name, tenant_id=tenant)
     if spec is None:
         raise NotFound(f"graph '{name}' is not registered")
     return spec
@@ -83,7 +84,7 @@ async def put_graph(
         )
     spec = parse_graph(document)
     validate_graph(spec, await catalog.get())
-    existed = await archive.get_graph(name) is not None
+    existed = await archive.get_graph(name, tenant_id=tenant) is not None
     await archive.save_graph(spec, tenant_id=tenant)
     response.status_code = status.HTTP_200_OK if existed else status.HTTP_201_CREATED
     return spec

@@ -16,9 +16,8 @@ from fastapi import APIRouter, Header, Query
 from fastapi.responses import Response
 
 from gateway.api_models import MessagesPage
-from gateway.deps import ArchiveDep, BusDep, SettingsDep, TemporalDep
+from gateway.deps import ArchiveDep, BusDep, ReadableRunDep, SettingsDep
 from gateway.message_history import stored_messages
-from gateway.run_lookup import ensure_run_exists
 
 router = APIRouter(tags=["messages"])
 
@@ -52,22 +51,24 @@ def accepts_gzip(accept_encoding: str | None) -> bool:
     "/runs/{workflow_id}/{run_id}/updates",
     response_model=MessagesPage,
     summary="The run's stored messages (compact JSON), gzip when accepted",
-    responses={404: {"description": "unknown run (problem+json)"}},
+    responses={
+        401: {"description": "missing or invalid credentials (problem+json)"},
+        404: {"description": "unknown run (problem+json)"},
+    },
 )
 async def get_updates(
     workflow_id: str,
     run_id: str,
     *,
+    run: ReadableRunDep,
     bus: BusDep,
     archive: ArchiveDep,
-    temporal: TemporalDep,
     settings: SettingsDep,
     since: Annotated[
         int | None, Query(ge=0, description="only messages with ts > since (epoch ms)")
     ] = None,
     accept_encoding: Annotated[str | None, Header()] = None,
 ) -> Response:
-    await ensure_run_exists(workflow_id, bus=bus, archive=archive, temporal=temporal)
     messages = await stored_messages(
         workflow_id,
         bus=bus,

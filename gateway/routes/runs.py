@@ -15,6 +15,10 @@ from gateway.deps import (
     BaseUrlDep,
     BusDep,
     CatalogDep,
+    ControllableRunDep,
+    IdentityDep,
+    LimitsDep,
+    ReadableRunDep,
     SettingsDep,
     TemporalDep,
     TenantDep,
@@ -33,6 +37,8 @@ router = APIRouter(tags=["runs"])
 
 PROBLEMS: dict[int | str, dict[str, Any]] = {
     400: {"description": "malformed request (problem+json)"},
+    401: {"description": "missing or invalid credentials (problem+json)"},
+    403: {"description": "may see the run but not control it (problem+json)"},
     404: {"description": "unknown run or graph (problem+json)"},
     422: {"description": "invalid graph, parameters or input, naming the field (problem+json)"},
     503: {"description": "Temporal, Redis or MongoDB unavailable; retry (problem+json)"},
@@ -59,7 +65,8 @@ async def create_run(
     bus: BusDep,
     catalog: CatalogDep,
     settings: SettingsDep,
-    tenant: TenantDep,
+    identity: IdentityDep,
+    limits: LimitsDep,
     base_url: BaseUrlDep,
     idempotency_key: Annotated[
         str | None,
@@ -70,10 +77,11 @@ async def create_run(
         ),
     ] = None,
 ) -> StartRunResponse:
+    await limits.check_run_start(identity.tenant_id)
     started, is_new = await start_run(
         body,
-        tenant_id=tenant,
-        user_id=None,
+        tenant_id=identity.tenant_id,
+        user_id=identity.user_id,
         idempotency_key=idempotency_key,
         temporal=temporal,
         archive=archive,
@@ -96,7 +104,7 @@ async def list_runs(
     status_filter: Annotated[RunStatus | None, Query(alias="status")] = None,
     graph: Annotated[str | None, Query(max_length=128)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
 ) -> RunList:
     records, total = await archive.list_runs(
         tenant_id=tenant,
@@ -117,6 +125,7 @@ async def list_runs(
 async def get_run(
     workflow_id: str,
     *,
+    run: ReadableRunDep,
     temporal: TemporalDep,
     archive: ArchiveDep,
     settings: SettingsDep,
@@ -149,6 +158,7 @@ async def _open_run_or_raise(temporal: TemporalDep, archive: ArchiveDep, workflo
 async def cancel_run(
     workflow_id: str,
     *,
+    run: ControllableRunDep,
     temporal: TemporalDep,
     archive: ArchiveDep,
     body: Annotated[CancelRequest | None, Body()] = None,
@@ -173,6 +183,7 @@ async def cancel_run(
 async def terminate_run(
     workflow_id: str,
     *,
+    run: ControllableRunDep,
     temporal: TemporalDep,
     archive: ArchiveDep,
     bus: BusDep,
@@ -213,13 +224,19 @@ async def get_run_by_run_id(
     workflow_id: str,
     run_id: str,
     *,
+    run: ReadableRunDep,
     temporal: TemporalDep,
     archive: ArchiveDep,
     settings: SettingsDep,
     base_url: BaseUrlDep,
 ) -> RunDetail:
     return await get_run(
-        workflow_id, temporal=temporal, archive=archive, settings=settings, base_url=base_url
+        workflow_id,
+        run=run,
+        temporal=temporal,
+        archive=archive,
+        settings=settings,
+        base_url=base_url,
     )
 
 
@@ -233,11 +250,12 @@ async def cancel_run_by_run_id(
     workflow_id: str,
     run_id: str,
     *,
+    run: ControllableRunDep,
     temporal: TemporalDep,
     archive: ArchiveDep,
     body: Annotated[CancelRequest | None, Body()] = None,
 ) -> Accepted:
-    return await cancel_run(workflow_id, temporal=temporal, archive=archive, body=body)
+    return await cancel_run(workflow_id, run=run, temporal=temporal, archive=archive, body=body)
 
 
 @by_run_router.post(
@@ -250,9 +268,12 @@ async def terminate_run_by_run_id(
     workflow_id: str,
     run_id: str,
     *,
+    run: ControllableRunDep,
     temporal: TemporalDep,
     archive: ArchiveDep,
     bus: BusDep,
     body: Annotated[CancelRequest | None, Body()] = None,
 ) -> Accepted:
-    return await terminate_run(workflow_id, temporal=temporal, archive=archive, bus=bus, body=body)
+    return await terminate_run(
+        workflow_id, run=run, temporal=temporal, archive=archive, bus=bus, body=body
+    )

@@ -19,11 +19,12 @@ from temporalio.client import WorkflowUpdateFailedError, WorkflowUpdateRPCTimeou
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from gateway.deps import ArchiveDep, TemporalDep
+from gateway.deps import ArchiveDep, ControllableRunDep, IdentityDep, LimitsDep, TemporalDep
 from gateway.problems import temporal_error
 from gateway.run_lookup import archived_run, not_found
 from gateway.temporal_runs import describe_workflow, is_open, run_status_of
 from shared.errors import Conflict, InputInvalid, NotFound, SpindleError, Unavailable
+from shared.identity import Identity
 from shared.run_models import USER_INPUT_UPDATE, SignalAck, UserInput
 
 log = logging.getLogger(__name__)
@@ -36,26 +37,32 @@ SUPPORTED_SIGNALS = (USER_INPUT_UPDATE,)
 UPDATE_TIMEOUT = timedelta(seconds=20)
 
 SIGNAL_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"description": "missing or invalid credentials (problem+json)"},
+    403: {"description": "only the run's owner or a run-control role may signal it"},
     404: {"description": "unknown run or signal name (problem+json)"},
     409: {"description": "the run is not waiting for input, or has finished (problem+json)"},
     422: {"description": "the answer does not satisfy the prompt's schema (problem+json)"},
+    429: {"description": "the tenant sends signals too fast; retry after Retry-After"},
     503: {"description": "Temporal unavailable or no worker answered in time (problem+json)"},
 }
 
 
 async def deliver_signal(
-    temporal: TemporalDep,
-    archive: ArchiveDep,
     workflow_id: str,
     name: str,
     body: UserInput | None,
+    *,
+    identity: Identity,
+    temporal: TemporalDep,
+    archive: ArchiveDep,
 ) -> SignalAck:
     if name not in SUPPORTED_SIGNALS:
         raise NotFound(
             f"unknown signal '{name}'; supported: {', '.join(SUPPORTED_SIGNALS)}",
             errors=[{"field": "name", "rule": "enum", "supported": list(SUPPORTED_SIGNALS)}],
         )
-    user_input = body or UserInput()
+    # The answer carries who gave it, as authenticated: never what the body claims.
+    user_input = (body or UserInput()).model_copy(update={"user_id": identity.user_id})
     update_id = (
         f"input-{user_input.client_message_id}"
         if user_input.client_message_id
@@ -96,11 +103,17 @@ async def signal_run(
     run_id: str,
     name: str,
     *,
+    run: ControllableRunDep,
+    identity: IdentityDep,
+    limits: LimitsDep,
     temporal: TemporalDep,
     archive: ArchiveDep,
     body: Annotated[UserInput | None, Body()] = None,
 ) -> SignalAck:
-    return await deliver_signal(temporal, archive, workflow_id, name, body)
+    await limits.check_signal(identity.tenant_id)
+    return await deliver_signal(
+        workflow_id, name, body, identity=identity, temporal=temporal, archive=archive
+    )
 
 
 @router.post(
@@ -113,11 +126,17 @@ async def signal_workflow(
     workflow_id: str,
     name: str,
     *,
+    run: ControllableRunDep,
+    identity: IdentityDep,
+    limits: LimitsDep,
     temporal: TemporalDep,
     archive: ArchiveDep,
     body: Annotated[UserInput | None, Body()] = None,
 ) -> SignalAck:
-    return await deliver_signal(temporal, archive, workflow_id, name, body)
+    await limits.check_signal(identity.tenant_id)
+    return await deliver_signal(
+        workflow_id, name, body, identity=identity, temporal=temporal, archive=archive
+    )
 
 
 def _update_failure(workflow_id: str, cause: BaseException) -> SpindleError:

@@ -2,21 +2,35 @@
 
 See ``gateway.event_stream`` for the no-gap/no-duplicate protocol. The token
 of browser clients arrives in ``access_token`` (EventSource cannot send
-headers); it is accepted here and masked in the access log.
+headers): best a short-lived stream token from ``POST …/stream-token``, scoped
+to the one run; it is masked in the access log. Each open stream holds one of
+its tenant's ``max_streams_per_tenant`` slots until it ends.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Header, Query, Request
+from pydantic import BaseModel
 
-from gateway.deps import ArchiveDep, BusDep, HubDep, SettingsDep, TemporalDep
+from gateway.api_models import SSE_EVENT_SCHEMA
+from gateway.auth.authenticator import Authenticator
+from gateway.deps import (
+    ArchiveDep,
+    BaseUrlDep,
+    BusDep,
+    HubDep,
+    IdentityDep,
+    LimitsDep,
+    ReadableRunDep,
+    SettingsDep,
+)
 from gateway.event_stream import EventStreamResponse, RunEventStream, StreamCursor
 from gateway.message_history import stored_messages
-from gateway.run_lookup import ensure_run_exists
 from shared.bus import StoredMessage
-from shared.errors import InvalidRequest
+from shared.errors import Forbidden, InvalidRequest
 
 router = APIRouter(tags=["messages"])
 
@@ -27,10 +41,13 @@ SSE_RESPONSES: dict[int | str, dict[str, object]] = {
             "`data: <CompactMessage JSON>`; `: keep-alive` comments when idle; the "
             "response ends after the message that ends the conversation"
         ),
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        "content": {"text/event-stream": {"schema": SSE_EVENT_SCHEMA}},
     },
+    400: {"description": "Last-Event-ID / lastEventId is not a sequence number (problem+json)"},
     204: {"description": "the conversation ended before the client's cursor"},
+    401: {"description": "missing, invalid or expired credentials (problem+json)"},
     404: {"description": "unknown run (problem+json)"},
+    429: {"description": "the tenant holds its maximum of open streams (problem+json)"},
     503: {"description": "the live feed is unavailable; retry (problem+json)"},
 }
 
@@ -61,10 +78,12 @@ async def stream_messages(
     workflow_id: str,
     run_id: str,
     *,
+    run: ReadableRunDep,
+    identity: IdentityDep,
+    limits: LimitsDep,
     bus: BusDep,
     hub: HubDep,
     archive: ArchiveDep,
-    temporal: TemporalDep,
     settings: SettingsDep,
     since: Annotated[
         int | None, Query(ge=0, description="replay stored messages with ts > since (epoch ms)")
@@ -81,14 +100,14 @@ async def stream_messages(
         Query(alias="lastEventId", description="for clients that cannot set Last-Event-ID"),
     ] = None,
     access_token: Annotated[
-        str | None, Query(description="stream token (EventSource cannot send headers)")
+        str | None,
+        Query(description="stream token or API key/JWT (EventSource cannot send headers)"),
     ] = None,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
 ) -> EventStreamResponse:
     after_seq = _event_id(last_event_id, "Last-Event-ID")
     if after_seq is None:
         after_seq = _event_id(last_event_id_query, "lastEventId")
-    await ensure_run_exists(workflow_id, bus=bus, archive=archive, temporal=temporal)
     archive_or_none = archive if settings.archive_enabled else None
 
     async def read_backlog(after: int, since_ts: int | None) -> list[StoredMessage]:
@@ -97,6 +116,7 @@ async def stream_messages(
         )
 
     cursor = StreamCursor(after_seq=after_seq, since_ts=since, live_only=skip_history)
+    lease = await limits.open_stream(identity.tenant_id)
     stream = RunEventStream(
         workflow_id,
         hub=hub,
@@ -104,5 +124,46 @@ async def stream_messages(
         read_backlog=read_backlog,
         cursor=cursor,
         keepalive_seconds=settings.sse_keepalive_seconds,
+        lease=lease,
     )
     return EventStreamResponse(stream)
+
+
+class StreamToken(BaseModel):
+    """A short-lived, read-only token for one run's stream."""
+
+    access_token: str
+    expires_at: datetime
+    stream_url: str
+
+
+@router.post(
+    "/runs/{workflow_id}/stream-token",
+    response_model=StreamToken,
+    summary="A signed stream token for browsers (one run, read-only, expires soon)",
+    responses={
+        401: {"description": "missing or invalid credentials (problem+json)"},
+        403: {"description": "a stream token cannot mint another (problem+json)"},
+        404: {"description": "unknown run (problem+json)"},
+    },
+)
+async def create_stream_token(
+    workflow_id: str,
+    request: Request,
+    *,
+    run: ReadableRunDep,
+    identity: IdentityDep,
+    base_url: BaseUrlDep,
+    bus: BusDep,
+) -> StreamToken:
+    if identity.method == "stream_token":
+        raise Forbidden("a stream token cannot mint another one")
+    authenticator: Authenticator = request.app.state.authenticator
+    token, expires = authenticator.stream_tokens.issue(identity, workflow_id)
+    meta = await bus.get_meta(workflow_id)
+    run_id = meta.get("run_id") or "latest"
+    return StreamToken(
+        access_token=token,
+        expires_at=datetime.fromtimestamp(expires, UTC),
+        stream_url=f"{base_url}/runs/{workflow_id}/{run_id}/stream?access_token={token}",
+    )

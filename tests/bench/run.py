@@ -1,16 +1,20 @@
 """Spindle benchmark: one command, one run, ratios against raw floors.
 
-    .venv/bin/python -m tests.bench.run [--nodes 50] [--messages 300] [--repeat 3]
+    .venv/bin/python -m tests.bench.run [--only nodes|sse|updates|load] [--nodes 50]
+        [--messages 300] [--repeat 3] [--load-runs 200] [--load-concurrency N]
 
 Starts its own tuned Temporal dev server, Redis and Mongo wire server on free
-loopback ports, then prints:
+loopback ports, then prints (each section, or those chosen with ``--only``):
 
-- per-node overhead of a graph run vs a bare Temporal activity (ratio);
-- message post → SSE receipt latency p50/p99 vs a bare Redis publish → subscribe;
-- ``/updates`` time and gzip ratio for 1000 stored messages.
+- ``nodes``: per-node overhead of a graph run vs a bare Temporal activity (ratio);
+- ``sse``: message post → SSE receipt latency p50/p99 vs a bare Redis publish → subscribe;
+- ``updates``: ``/updates`` time and gzip ratio for 1000 stored messages;
+- ``load``: N concurrent runs over HTTP with one SSE client each, through a
+  worker and a gateway process (see ``tests.bench.load``), bounded in time.
 
 Figures are printed and written to ``test-artifacts/bench.json``; nothing here
-asserts a time (speed is reported, never tested).
+asserts a time (speed is reported, never tested), except that the load run must
+finish within its budget and with 0 errors, or the command fails.
 """
 
 from __future__ import annotations
@@ -18,12 +22,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import statistics
 import string
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -31,7 +33,6 @@ from typing import Any
 
 import httpx
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from shared.archive import RunArchive
@@ -39,11 +40,13 @@ from shared.bus import MessageBus
 from shared.messages import AgentMessageType, create_compact_message
 from shared.run_models import GRAPH_RUN_WORKFLOW, GraphRunInput, GraphRunResult
 from shared.settings import Settings
-from spindle.embedded import mongo_wire_server, redis_server, temporal_dev_server
-from spindle.processes import ManagedProcess, free_port, python_module
+from shared.temporal_converter import data_converter
 from tests.bench.floor import BareActivities, NoopBatch, bench_noop, redis_pubsub_latencies
+from tests.bench.load import LOAD_INPUTS, LoadBudgetExceeded, LoadErrors, LoadOptions, bench_load
+from tests.bench.stack import bench_stack
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+SECTIONS = ("nodes", "sse", "updates", "load")
 
 
 def pct(values: list[float], q: float) -> float:
@@ -228,70 +231,73 @@ async def bench_updates(settings: Settings, base_url: str, repeat: int = 20) -> 
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="spindle-bench-") as tmp:
-        root = Path(tmp)
-        temporal = temporal_dev_server(root / "temporal", port=free_port(), ui_port=None)
-        redis_port, mongo_port, gateway_port = free_port(), free_port(), free_port()
-        procs: list[ManagedProcess] = [
-            temporal.process,
-            redis_server(root / "redis", port=redis_port),
-            mongo_wire_server(root / "mongo", port=mongo_port),
-        ]
-        env = {
-            "SPINDLE_TEMPORAL_ADDRESS": temporal.address,
-            "SPINDLE_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
-            "SPINDLE_MONGO_URL": f"mongodb://127.0.0.1:{mongo_port}",
-            "SPINDLE_MONGO_DB": "spindle_bench",
-            "SPINDLE_GATEWAY_PORT": str(gateway_port),
-            "SPINDLE_LOG_LEVEL": "WARNING",
-        }
-        os.environ.update(env)
+    chosen = set(args.only or SECTIONS)
+    results: dict[str, Any] = {}
+    with bench_stack() as stack:
         settings = Settings()
-        try:
-            for proc in procs:
-                proc.start()
-            gateway = ManagedProcess(
-                "gateway",
-                python_module("gateway.main"),
-                log_path=root / "gateway.log",
-                env=env,
-                ready=lambda: _healthy(f"http://127.0.0.1:{gateway_port}/healthz"),
-            ).start()
-            procs.append(gateway)
-            client = await Client.connect(temporal.address, data_converter=pydantic_data_converter)
-            base = f"http://127.0.0.1:{gateway_port}"
-            results = {
-                "graph_nodes": await bench_nodes(client, settings, args.nodes, args.repeat),
-                "sse_delivery": await bench_sse(settings, base, args.messages),
-                "updates_1000": await bench_updates(settings, base),
-            }
-        finally:
-            for proc in reversed(procs):
-                proc.stop()
+        # The converter production uses (the offload codec checks each payload's size).
+        client = await Client.connect(
+            stack.temporal_address, data_converter=data_converter(settings)
+        )
+        base = ""
+        if chosen & {"sse", "updates"}:
+            _, base = stack.gateway("gateway")
+        if "nodes" in chosen:
+            results["graph_nodes"] = await bench_nodes(client, settings, args.nodes, args.repeat)
+        if "sse" in chosen:
+            results["sse_delivery"] = await bench_sse(settings, base, args.messages)
+        if "updates" in chosen:
+            results["updates_1000"] = await bench_updates(settings, base)
+        if "load" in chosen:
+            options = LoadOptions(
+                runs=args.load_runs,
+                concurrency=args.load_concurrency or args.load_runs,
+                graph=args.load_graph,
+                budget_s=args.load_budget,
+            )
+            results["load"] = await bench_load(stack, client, settings.redis_url, options)
     return results
-
-
-def _healthy(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=SECTIONS,
+        help="run only this section (repeatable); default: all of them",
+    )
+    parser.add_argument(
+        "--load", action="append_const", const="load", dest="only", help="same as --only load"
+    )
     parser.add_argument("--nodes", type=int, default=50)
     parser.add_argument("--messages", type=int, default=300)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--load-runs", type=int, default=200, help="runs of the load section")
+    parser.add_argument(
+        "--load-concurrency", type=int, default=0, help="runs in flight at once (default: all)"
+    )
+    parser.add_argument("--load-graph", choices=sorted(LOAD_INPUTS), default="pipeline")
+    parser.add_argument(
+        "--load-budget", type=float, default=180.0, help="deadline of the load section, s"
+    )
     args = parser.parse_args()
-    results = asyncio.run(run(args))
+    started = time.perf_counter()
+    try:
+        results = asyncio.run(run(args))
+    except (LoadBudgetExceeded, LoadErrors) as exc:
+        sys.exit(f"FAILED: {exc}")
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "bench.json").write_text(json.dumps(results, indent=2))
     for section, figures in results.items():
         print(f"\n{section}")
         for key, value in figures.items():
             print(f"  {key:24} {value}")
+    print(f"\ntotal wall time {time.perf_counter() - started:.1f} s")
     sys.stdout.flush()
+    load_errors = results.get("load", {}).get("errors", 0)
+    if load_errors:
+        sys.exit(f"FAILED: the load run saw {load_errors} errors (must be 0)")
 
 
 if __name__ == "__main__":

@@ -5,12 +5,19 @@ Both are started once per session as subprocesses (``python -m worker.main`` and
 and Mongo wire server, on a task queue and database of their own. Tests talk
 to the gateway over HTTP only. The worker can be SIGKILLed and restarted by a
 test (``stack.kill_worker()`` / ``await stack.restart_worker()``).
+
+Auth is ON, as in production: ``callers`` holds real API keys (created in the
+stack's database) for two tenants, and ``http`` acts as ``alice`` of tenant A.
+JWTs are accepted with the HS256 secret ``E2E_JWT_SECRET``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import secrets
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +30,7 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
+from shared.api_keys import ApiKeyStore
 from shared.settings import Settings
 from spindle.processes import ManagedProcess, free_port, python_module
 from tests.polling import eventually
@@ -30,6 +38,9 @@ from tests.polling import eventually
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES_DIR = REPO_ROOT / "worker" / "examples"
 WORKER_READY_TIMEOUT = 60.0
+E2E_JWT_SECRET = secrets.token_urlsafe(32)
+E2E_JWT_ISSUER = "https://issuer.e2e.test"
+E2E_JWT_AUDIENCE = "spindle-e2e"
 
 
 def subprocess_env(settings: Settings) -> dict[str, str]:
@@ -45,6 +56,18 @@ def subprocess_env(settings: Settings) -> dict[str, str]:
         "SPINDLE_GATEWAY_PORT": str(settings.gateway_port),
         "SPINDLE_SSE_KEEPALIVE_SECONDS": str(settings.sse_keepalive_seconds),
         "SPINDLE_LLM_PROVIDER": settings.llm_provider,
+        "SPINDLE_AUTH_DISABLED": "true" if settings.auth_disabled else "false",
+        "SPINDLE_AUTH_SECRET": settings.auth_secret or "",
+        "SPINDLE_JWT_SECRET": settings.jwt_secret or "",
+        "SPINDLE_JWT_ISSUER": settings.jwt_issuer or "",
+        "SPINDLE_JWT_AUDIENCE": settings.jwt_audience or "",
+        "SPINDLE_STREAM_TOKEN_TTL_SECONDS": str(settings.stream_token_ttl_seconds),
+        "SPINDLE_API_KEY_CACHE_SECONDS": str(settings.api_key_cache_seconds),
+        "SPINDLE_RATE_LIMIT_RUN_STARTS": str(settings.rate_limit_run_starts),
+        "SPINDLE_RATE_LIMIT_SIGNALS": str(settings.rate_limit_signals),
+        "SPINDLE_MAX_STREAMS_PER_TENANT": str(settings.max_streams_per_tenant),
+        "SPINDLE_MAX_BODY_BYTES": str(settings.max_body_bytes),
+        "SPINDLE_MAX_UPLOAD_BYTES": str(settings.max_upload_bytes),
         "SPINDLE_LOG_LEVEL": "INFO",
         "PYTHONUNBUFFERED": "1",
     }
@@ -55,6 +78,20 @@ def _healthy(url: str) -> bool:
         return httpx.get(url, timeout=0.5).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+def start_gateway(settings: Settings, name: str, logs: Path) -> ManagedProcess:
+    """A gateway process of its own (other limits, other servers), ready to serve."""
+    base = f"http://127.0.0.1:{settings.gateway_port}"
+    return ManagedProcess(
+        name,
+        python_module("gateway.main"),
+        log_path=logs / f"{name.replace(' ', '-')}.log",
+        env=subprocess_env(settings),
+        cwd=REPO_ROOT,
+        ready=lambda: _healthy(f"{base}/healthz"),
+        ready_timeout=60,
+    ).start()
 
 
 async def wait_for_worker(client: Client, task_queue: str, pid: int, proc: ManagedProcess) -> None:
@@ -117,6 +154,16 @@ class SpindleStack:
         if not self.worker.alive():
             await self.start_worker()
 
+    def kill_gateway(self) -> None:
+        """SIGKILL the gateway: open streams drop with no goodbye."""
+        self.gateway.kill()
+
+    async def restart_gateway(self) -> None:
+        """Start the gateway again (same port) if it is down; wait until it answers."""
+        if not self.gateway.alive():
+            self.gateway.start(wait=False)
+            await asyncio.to_thread(self.gateway.wait_ready)
+
 
 @pytest.fixture(scope="session")
 def e2e_settings(settings: Settings) -> Settings:
@@ -128,17 +175,63 @@ def e2e_settings(settings: Settings) -> Settings:
             "gateway_host": "127.0.0.1",
             "gateway_port": free_port(),
             "sse_keepalive_seconds": 1.0,
+            "auth_disabled": False,
+            "auth_secret": secrets.token_urlsafe(32),
+            "jwt_secret": E2E_JWT_SECRET,
+            "jwt_issuer": E2E_JWT_ISSUER,
+            "jwt_audience": E2E_JWT_AUDIENCE,
+            "api_key_cache_seconds": 0.5,
+            "max_upload_bytes": 1_048_576,
+            # The shared stack must not throttle the suite; tests/e2e/test_limits.py
+            # runs a gateway of its own with tight limits.
+            "rate_limit_run_starts": 100_000,
+            "rate_limit_signals": 100_000,
+            "max_streams_per_tenant": 10_000,
         }
     )
 
 
+@dataclass(frozen=True)
+class Caller:
+    """A user of a tenant with a real API key."""
+
+    tenant: str
+    user: str
+    key: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"}
+
+
 @pytest.fixture(scope="session")
-async def stack(
-    e2e_settings: Settings, temporal_client: Client, artifacts_dir: Path
+async def callers(e2e_settings: Settings) -> dict[str, Caller]:
+    """alice and bob (tenant A, no roles), carol (tenant A, admin), mallory (tenant B)."""
+    suffix = uuid.uuid4().hex[:6]
+    people = {
+        "alice": (f"tenant-a-{suffix}", []),
+        "bob": (f"tenant-a-{suffix}", []),
+        "carol": (f"tenant-a-{suffix}", ["admin"]),
+        "mallory": (f"tenant-b-{suffix}", []),
+    }
+    store = ApiKeyStore.from_settings(e2e_settings)
+    try:
+        made = {}
+        for user, (tenant, roles) in people.items():
+            created = await store.create(tenant_id=tenant, user_id=user, roles=roles)
+            made[user] = Caller(tenant, user, created.key)
+    finally:
+        await store.close()
+    return made
+
+
+@asynccontextmanager
+async def running_stack(
+    settings: Settings, temporal: Client, logs: Path
 ) -> AsyncIterator[SpindleStack]:
-    logs = artifacts_dir / "e2e"
-    env = subprocess_env(e2e_settings)
-    base = f"http://{e2e_settings.gateway_host}:{e2e_settings.gateway_port}"
+    """A worker and a gateway subprocess on ``settings``, stopped on exit."""
+    env = subprocess_env(settings)
+    base = f"http://{settings.gateway_host}:{settings.gateway_port}"
     worker = ManagedProcess(
         "worker", python_module("worker.main"), log_path=logs / "worker.log", env=env, cwd=REPO_ROOT
     )
@@ -151,7 +244,7 @@ async def stack(
         ready=lambda: _healthy(f"{base}/healthz"),
         ready_timeout=60,
     )
-    running = SpindleStack(e2e_settings, worker, gateway, temporal_client)
+    running = SpindleStack(settings, worker, gateway, temporal)
     gateway.start(wait=False)
     try:
         await running.start_worker()
@@ -163,11 +256,25 @@ async def stack(
 
 
 @pytest.fixture(scope="session")
-async def http(stack: SpindleStack) -> AsyncIterator[httpx.AsyncClient]:
-    """An HTTP client for the gateway (generous read timeout: SSE reads are bounded
-    by the test's own deadlines)."""
+async def stack(
+    e2e_settings: Settings, temporal_client: Client, artifacts_dir: Path
+) -> AsyncIterator[SpindleStack]:
+    async with running_stack(e2e_settings, temporal_client, artifacts_dir / "e2e") as running:
+        yield running
+
+
+def client_for(stack: SpindleStack, caller: Caller | None) -> httpx.AsyncClient:
+    """An HTTP client of the gateway acting as ``caller`` (None: no credentials);
+    generous read timeout: SSE reads are bounded by the tests' own deadlines."""
     timeout = httpx.Timeout(30.0, connect=5.0)
-    async with httpx.AsyncClient(base_url=stack.base_url, timeout=timeout) as client:
+    headers = caller.headers if caller is not None else {}
+    return httpx.AsyncClient(base_url=stack.base_url, timeout=timeout, headers=headers)
+
+
+@pytest.fixture(scope="session")
+async def http(stack: SpindleStack, callers: dict[str, Caller]) -> AsyncIterator[httpx.AsyncClient]:
+    """The gateway as alice of tenant A."""
+    async with client_for(stack, callers["alice"]) as client:
         yield client
 
 

@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from shared.settings import Settings
-from spindle.processes import ManagedProcess, free_port, python_module
-from tests.e2e.conftest import REPO_ROOT, subprocess_env
+from spindle.processes import free_port
+from tests.e2e.conftest import Caller, start_gateway
 
 pytestmark = pytest.mark.e2e
 
@@ -26,30 +26,18 @@ def degraded_gateway(e2e_settings: Settings, artifacts_dir: Path) -> Iterator[st
             "gateway_port": free_port(),
         }
     )
+    proc = start_gateway(settings, "degraded gateway", artifacts_dir / "e2e")
     base = f"http://127.0.0.1:{settings.gateway_port}"
-
-    def healthy() -> bool:
-        try:
-            return httpx.get(f"{base}/healthz", timeout=0.5).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    proc = ManagedProcess(
-        "degraded gateway",
-        python_module("gateway.main"),
-        log_path=artifacts_dir / "e2e" / "degraded-gateway.log",
-        env=subprocess_env(settings),
-        cwd=REPO_ROOT,
-        ready=healthy,
-        ready_timeout=60,
-    ).start()
     yield base
     proc.stop()
 
 
 @pytest.fixture
-async def degraded(degraded_gateway: str) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=degraded_gateway, timeout=30) as client:
+async def degraded(
+    degraded_gateway: str, callers: dict[str, Caller]
+) -> AsyncIterator[httpx.AsyncClient]:
+    headers = callers["alice"].headers
+    async with httpx.AsyncClient(base_url=degraded_gateway, timeout=30, headers=headers) as client:
         yield client
 
 
@@ -75,7 +63,10 @@ async def test_requests_get_503_with_retry_after(degraded: httpx.AsyncClient) ->
     spec = {
         "name": "degraded-probe",
         "entry": "a",
-        "nodes": [{"id": "a", "type": "tool", "params": {"tool": "word_count"}}],
+        # Valid whether or not this gateway has the workers' catalog yet.
+        "nodes": [
+            {"id": "a", "type": "tool", "params": {"tool": "word_count", "args": {"text": "x"}}}
+        ],
     }
     unavailable(await degraded.post("/runs", json={"graph_spec": spec}))
     unavailable(await degraded.get("/runs/run-x/r/updates"))

@@ -167,8 +167,13 @@ async def test_unknown_run_is_404_everywhere(http: httpx.AsyncClient, prefix: st
         problem(await http.post(f"/runs/{wf}/signal/UserInput", json={"message": "hi"}), 404)
 
 
-async def test_unknown_signal_lists_the_supported_ones(http: httpx.AsyncClient) -> None:
-    body = problem(await http.post("/runs/run-x/r/signal/Teleport", json={}), 404)
+async def test_unknown_signal_lists_the_supported_ones(
+    http: httpx.AsyncClient, examples: list[str]
+) -> None:
+    started = await http.post("/runs", json={"graph": "approval-flow", "input": {"topic": "t"}})
+    run = started.json()
+    url = f"/runs/{run['workflow_id']}/{run['run_id']}/signal/Teleport"
+    body = problem(await http.post(url, json={}), 404)
     assert "UserInput" in body["detail"]
 
 

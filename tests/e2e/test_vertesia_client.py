@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import SpindleStack
+from tests.e2e.conftest import Caller, SpindleStack
 
 pytestmark = [pytest.mark.e2e]
 
@@ -120,6 +120,7 @@ async def test_npm_client_streams_survives_a_cut_and_answers(
     proxy: tuple[StreamCuttingProxy, str],
     http: httpx.AsyncClient,
     examples: list[str],
+    callers: dict[str, Caller],
 ) -> None:
     cutter, base = proxy
     started = await http.post(
@@ -138,6 +139,8 @@ async def test_npm_client_streams_survives_a_cut_and_answers(
             "RUN_ID": run["run_id"],
             "ANSWER": "approve",
             "WAIT_FOR_GO": "1",
+            # The client sends it as a bearer token and as the stream's access_token.
+            "TOKEN": callers["alice"].key,
         },
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,

@@ -398,7 +398,7 @@ async def test_prompt_asks_pauses_then_accepts_and_resumes(
     assert outcome.output == answer and outcome.report.status == NodeStatus.SUCCESS
     echo = (await stream(bus, run))[1]
     assert (echo["t"], echo["m"]) == (T.QUESTION, '{"decision":"approve"}')
-    assert echo["d"] == {"node_id": "review", "client_message_id": "cm-1"}
+    assert echo["d"] == {"node_id": "review", "client_message_id": "cm-1", "user_id": None}
     record = await archive.get_run(run.workflow_id)
     assert record is not None and record.status == "running" and record.pending_input is None
     [report] = await archive.node_reports(run.workflow_id)

@@ -214,18 +214,19 @@ async def test_graphs_round_trip(archive: RunArchive) -> None:
         edges=[EdgeSpec.model_validate({"from": "ask", "to": "done", "when": "ask.name"})],
     )
     await archive.save_graph(spec, tenant_id=tenant)
-    assert await archive.get_graph(name) == spec
+    assert await archive.get_graph(name, tenant_id=tenant) == spec
+    assert await archive.get_graph(name, tenant_id=unique("other-tenant")) is None
 
     changed = spec.model_copy(update={"description": "v2", "version": "2"})
     await archive.save_graph(changed, tenant_id=tenant)
-    assert await archive.get_graph(name) == changed
-    assert await archive.graphs.count_documents({"_id": name}) == 1
+    assert await archive.get_graph(name, tenant_id=tenant) == changed
+    assert await archive.graphs.count_documents({"tenant_id": tenant, "name": name}) == 1
 
     other = spec.model_copy(update={"name": "a-" + name})
     await archive.save_graph(other, tenant_id=tenant)
     assert [g.name for g in await archive.list_graphs(tenant_id=tenant)] == ["a-" + name, name]
     assert {g.name for g in await archive.list_graphs()} >= {name, "a-" + name}
-    assert await archive.get_graph(unique("missing")) is None
+    assert await archive.get_graph(unique("missing"), tenant_id=tenant) is None
 
 
 async def test_catalogs_of_several_workers_add_up(archive: RunArchive) -> None:

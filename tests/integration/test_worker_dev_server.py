@@ -245,7 +245,8 @@ async def test_approval_flow_waits_for_a_valid_human_answer(
     assert statuses[branch] == NodeStatus.SUCCESS and statuses[other] == NodeStatus.SKIPPED
     stream = await messages(bus, handle.id)
     [question] = [m for m in stream if m["t"] == T.QUESTION]
-    assert question["d"] == {"node_id": "review", "client_message_id": "m-1"}
+    # Sent straight to Temporal, not through the gateway: no authenticated user.
+    assert question["d"] == {"node_id": "review", "client_message_id": "m-1", "user_id": None}
     [final] = [m for m in stream if m["t"] == T.ANSWER]
     assert final["m"] == f"Draft {result.output['title']}: {answer['decision']}"
     record = await archive.get_run(handle.id)

@@ -86,6 +86,8 @@ class HitlActivities:
             details={
                 "node_id": acceptance.pending.node_id,
                 "client_message_id": user_input.client_message_id,
+                # Who answered, as the gateway authenticated them.
+                "user_id": user_input.user_id,
             },
         )
         await self.recorder.update_run(

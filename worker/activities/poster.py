@@ -4,6 +4,11 @@ Every post carries a dedup key made of the run, the activity id and the index
 of the post within this activity execution. A retried attempt re-posts the same
 messages under the same keys, so the bus stores each only once; the retry
 announces itself first with one RESTARTING message per attempt.
+
+A message larger than ``Settings.max_message_bytes`` is cut to fit (its text
+ends with "… [truncated N bytes]") rather than failing the node. Archiving the
+posted messages never fails the node either: what MongoDB cannot take now waits
+in the archive outbox (``shared.archive_outbox``) until it can.
 """
 
 from __future__ import annotations
@@ -13,12 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
 
+from shared.archive_outbox import SaveMessages, archive_write
 from shared.bus import PostResult, StoredMessage
-from shared.messages import AgentMessageType, create_compact_message
+from shared.messages import AgentMessageType, create_compact_message, cut_to_size
+from shared.settings import get_settings
 from worker.activities.models import RunRef
 
 if TYPE_CHECKING:
     from shared.archive import RunArchive
+    from shared.archive_outbox import ArchiveOutbox
     from shared.bus import MessageBus
 
 logger = logging.getLogger(__name__)
@@ -33,6 +41,9 @@ class MessagePoster:
         archive: where ``archive()`` saves the posted messages (None: nowhere).
         activity_id: default: the current activity's id.
         attempt: default: the current activity's attempt.
+        outbox: where messages MongoDB cannot take wait; default: the outbox
+            attached to ``archive``.
+        max_message_bytes: longest stored message; default: the settings'.
     """
 
     def __init__(
@@ -43,11 +54,15 @@ class MessagePoster:
         archive: RunArchive | None = None,
         activity_id: str | None = None,
         attempt: int | None = None,
+        outbox: ArchiveOutbox | None = None,
+        max_message_bytes: int | None = None,
     ) -> None:
         info = activity.info() if activity.in_activity() else None
         self.bus = bus
         self.run = run
         self._archive = archive
+        self._outbox = outbox
+        self.max_message_bytes = max_message_bytes or get_settings().max_message_bytes
         self.activity_id = activity_id or (info.activity_id if info else "local")
         self.attempt = attempt or (info.attempt if info else 1)
         self._index = 0
@@ -103,7 +118,16 @@ class MessagePoster:
             final=final,
             activity_id=self.activity_id,
         )
-        result = await self.bus.post(self.run.stream_id, message, dedup_key=dedup_key)
+        fitted = cut_to_size(message, self.max_message_bytes)
+        if fitted is not message:
+            logger.warning(
+                "%s from %s in %s was cut to %d bytes",
+                type.name,
+                self.activity_id,
+                self.run.stream_id,
+                self.max_message_bytes,
+            )
+        result = await self.bus.post(self.run.stream_id, fitted, dedup_key=dedup_key)
         self.results.append(result)
         if result.closed:
             logger.warning(
@@ -117,12 +141,9 @@ class MessagePoster:
         return result
 
     async def archive(self) -> None:
-        """Save the stored messages to the archive, best-effort (never raises)."""
+        """Save the stored messages to the archive, now or (MongoDB down) through
+        the outbox; never raises."""
         if self._archive is None or not self.stored:
             return
-        try:
-            await self._archive.save_messages(self.run.stream_id, list(self.stored))
-        except Exception as exc:
-            logger.warning(
-                "cannot archive %d messages of %s: %s", len(self.stored), self.run.stream_id, exc
-            )
+        op = SaveMessages.of(self.run.stream_id, list(self.stored))
+        await archive_write(self._archive, op, outbox=self._outbox)

@@ -1,7 +1,9 @@
-"""Node reports, NodeMessage envelopes and best-effort archive writes.
+"""Node reports, NodeMessage envelopes and archive writes that survive MongoDB outages.
 
 MongoDB keeps what must outlive Redis, but a node never fails because MongoDB
-is down: every write here logs a warning and carries on.
+is down: a write MongoDB cannot take now goes to the archive outbox in Redis
+(``shared.archive_outbox``), which the worker's catch-up loop replays once
+MongoDB answers; without an outbox, the write is logged and dropped.
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from temporalio import activity
 
+from shared.archive_outbox import SaveNodeReport, UpdateRun, archive_write
 from shared.envelope import NodeMessage, NodeMessageMeta, TraceStep
 from shared.run_models import NodeReport, NodeStatus
 from worker.activities.models import NodeExecution, RunRef
 
 if TYPE_CHECKING:
     from shared.archive import RunArchive
+    from shared.archive_outbox import ArchiveOutbox
 
 logger = logging.getLogger(__name__)
 
@@ -146,10 +150,17 @@ def _dict(value: Any) -> dict[str, Any]:
 
 
 class RunRecorder:
-    """Best-effort writes of run documents and node reports."""
+    """Writes of run documents and node reports that never fail a node.
 
-    def __init__(self, archive: RunArchive | None) -> None:
+    Args:
+        archive: the archive (None: archiving is off).
+        outbox: where writes MongoDB cannot take wait; default: the outbox
+            attached to ``archive`` (see ``shared.archive_outbox.attach_outbox``).
+    """
+
+    def __init__(self, archive: RunArchive | None, outbox: ArchiveOutbox | None = None) -> None:
         self.archive = archive
+        self.outbox = outbox
 
     async def save_report(
         self,
@@ -161,20 +172,13 @@ class RunRecorder:
     ) -> None:
         if self.archive is None:
             return
-        try:
-            await self.archive.save_node_report(
-                execution.run.workflow_id,
-                report,
-                input=input.wire() if input else None,
-                output=output.wire() if output else None,
-            )
-        except Exception as exc:
-            logger.warning(
-                "cannot archive report of node %s in %s: %s",
-                report.node_id,
-                execution.run.workflow_id,
-                exc,
-            )
+        op = SaveNodeReport(
+            workflow_id=execution.run.workflow_id,
+            report=report,
+            input=input.wire() if input else None,
+            output=output.wire() if output else None,
+        )
+        await archive_write(self.archive, op, outbox=self.outbox)
 
     async def update_run(self, run: RunRef, **fields: Any) -> None:
         """Record a run's progress; creates the record from ``run`` if the
@@ -186,7 +190,5 @@ class RunRecorder:
             "tenant_id": run.tenant_id,
             "graph_name": run.graph_name,
         }
-        try:
-            await self.archive.update_run(run.workflow_id, create_with=identity, **fields)
-        except Exception as exc:
-            logger.warning("cannot update run %s in the archive: %s", run.workflow_id, exc)
+        op = UpdateRun(workflow_id=run.workflow_id, create_with=identity, fields=fields)
+        await archive_write(self.archive, op, outbox=self.outbox)

@@ -1,0 +1,1 @@
+"""Authentication: API keys, bearer JWTs and signed stream tokens → ``Identity``."""

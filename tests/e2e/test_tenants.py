@@ -1,0 +1,278 @@
+"""Tenant isolation and run permissions over HTTP, route by route.
+
+The operations come from the gateway's own OpenAPI document, so a route added
+later without a tenant check, or without being classified here, fails this
+suite. Another tenant's run must answer exactly as an unknown id does.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+
+from tests.e2e.conftest import (
+    E2E_JWT_AUDIENCE,
+    E2E_JWT_ISSUER,
+    E2E_JWT_SECRET,
+    Caller,
+    SpindleStack,
+    client_for,
+)
+from tests.e2e.run_driver import T, answer, start, wait_for_status
+from tests.e2e.sse_client import open_sse
+from tests.polling import eventually
+
+pytestmark = pytest.mark.e2e
+
+# Liveness, readiness and the graph JSON Schema hold no tenant data (like /openapi.json).
+PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/graphs/schema")}
+# Operations that do not address a run: each is scoped to the caller's tenant.
+TENANT_SCOPED = {
+    ("POST", "/runs"),
+    ("GET", "/runs"),
+    ("GET", "/graphs"),
+    ("GET", "/graphs/{name}"),
+    ("PUT", "/graphs/{name}"),
+}
+PROBLEM = "application/problem+json"
+
+
+def operations(openapi: dict[str, Any]) -> list[tuple[str, str]]:
+    return [
+        (method.upper(), path)
+        for path, item in openapi["paths"].items()
+        for method in item
+        if method in {"get", "post", "put", "patch", "delete"}
+    ]
+
+
+def concrete(path: str, workflow_id: str, run_id: str) -> str:
+    values = {"workflow_id": workflow_id, "run_id": run_id, "name": "UserInput"}
+    if "/files/" in path:
+        values["name"] = "notes.txt"
+    elif path.startswith("/graphs/"):
+        values["name"] = "approval-flow"
+    return re.sub(r"\{(\w+)\}", lambda m: values[m.group(1)], path)
+
+
+async def call(client: httpx.AsyncClient, method: str, path: str) -> httpx.Response:
+    """One request of the kind the operation takes; the stream is read for its status only."""
+    if path.endswith("/stream"):
+        async with client.stream(method, path, headers={"Accept": "text/event-stream"}) as reply:
+            if reply.status_code != 200:
+                await reply.aread()
+            return reply
+    if method in {"POST", "PUT"} and path.endswith("/files"):
+        return await client.request(method, path, files={"file": ("notes.txt", b"hello")})
+    if method in {"POST", "PUT"}:
+        return await client.request(method, path, json={"message": "approve"})
+    return await client.request(method, path)
+
+
+@pytest.fixture(scope="module")
+async def openapi(http: httpx.AsyncClient) -> dict[str, Any]:
+    reply = await http.get("/openapi.json")
+    assert reply.status_code == 200
+    document: dict[str, Any] = reply.json()
+    return document
+
+
+@pytest.fixture(scope="module")
+async def waiting_run(http: httpx.AsyncClient, examples: list[str]) -> dict[str, Any]:
+    """alice's run, paused on its approval prompt."""
+    run = await start(http, graph="approval-flow", input={"topic": "tenancy"})
+    await wait_for_status(http, run["workflow_id"], {"paused"})
+    return run
+
+
+@pytest.fixture
+async def as_(stack: SpindleStack, callers: dict[str, Caller]) -> AsyncIterator[Any]:
+    clients: list[httpx.AsyncClient] = []
+
+    def make(user: str | None) -> httpx.AsyncClient:
+        client = client_for(stack, callers[user] if user else None)
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        await client.aclose()
+
+
+async def test_every_route_is_classified(openapi: dict[str, Any]) -> None:
+    for method, path in operations(openapi):
+        run_route = "{workflow_id}" in path
+        assert run_route or (method, path) in PUBLIC | TENANT_SCOPED, (
+            f"{method} {path} is neither public, tenant-scoped nor per-run: classify it here "
+            "and give it a tenant check"
+        )
+
+
+async def test_every_protected_route_needs_credentials(
+    openapi: dict[str, Any], waiting_run: dict[str, Any], as_: Any
+) -> None:
+    anonymous = as_(None)
+    for method, path in operations(openapi):
+        if (method, path) in PUBLIC:
+            continue
+        url = concrete(path, waiting_run["workflow_id"], waiting_run["run_id"])
+        reply = await call(anonymous, method, url)
+        assert reply.status_code == 401, f"{method} {path}: {reply.status_code}"
+        assert reply.headers["content-type"].startswith(PROBLEM)
+        assert reply.headers["www-authenticate"].startswith("Bearer")
+    bad_key = await anonymous.get("/runs", headers={"Authorization": f"Bearer spk_{'0' * 16}_x"})
+    assert bad_key.status_code == 401
+    assert "invalid" in bad_key.json()["detail"]
+
+
+async def test_another_tenants_run_answers_exactly_as_an_unknown_one(
+    openapi: dict[str, Any], waiting_run: dict[str, Any], as_: Any
+) -> None:
+    mallory = as_("mallory")
+    real_wf, real_run = waiting_run["workflow_id"], waiting_run["run_id"]
+    fake_wf, fake_run = f"run-{uuid.uuid4().hex}", uuid.uuid4().hex
+    checked = 0
+    for method, path in operations(openapi):
+        if "{workflow_id}" not in path:
+            continue
+        theirs = await call(mallory, method, concrete(path, real_wf, real_run))
+        unknown = await call(mallory, method, concrete(path, fake_wf, fake_run))
+        assert theirs.status_code == unknown.status_code == 404, f"{method} {path}"
+        mine, nothing = theirs.json(), unknown.json()
+        assert mine["title"] == nothing["title"]
+        assert mine["detail"].replace(real_wf, "ID") == nothing["detail"].replace(fake_wf, "ID")
+        checked += 1
+    assert checked >= 10
+    # And nothing reached the run: it still waits for alice's answer.
+    assert (await wait_for_status(as_("alice"), real_wf, {"paused"}))["status"] == "paused"
+
+
+async def test_lists_and_graphs_show_only_the_callers_tenant(
+    waiting_run: dict[str, Any], as_: Any, unique: str
+) -> None:
+    mallory, alice = as_("mallory"), as_("alice")
+    listed = (await mallory.get("/runs")).json()
+    assert waiting_run["workflow_id"] not in {r["workflow_id"] for r in listed["runs"]}
+    assert waiting_run["workflow_id"] in {
+        r["workflow_id"] for r in (await alice.get("/runs", params={"limit": 500})).json()["runs"]
+    }
+    assert "approval-flow" not in {
+        g["name"] for g in (await mallory.get("/graphs")).json()["graphs"]
+    }
+    assert (await mallory.get("/graphs/approval-flow")).status_code == 404
+    refused = await mallory.post("/runs", json={"graph": "approval-flow", "input": {"topic": "x"}})
+    assert refused.status_code == 404
+    # Same graph name, two tenants, two graphs.
+    spec = (await alice.get("/graphs/approval-flow")).json()
+    spec["description"] = f"mallory's own {unique}"
+    assert (await mallory.put("/graphs/approval-flow", json=spec)).status_code == 201
+    assert (await mallory.get("/graphs/approval-flow")).json()["description"] == spec["description"]
+    assert (await alice.get("/graphs/approval-flow")).json()["description"] != spec["description"]
+
+
+async def test_only_the_owner_or_a_run_control_role_may_answer_or_cancel(
+    http: httpx.AsyncClient, examples: list[str], as_: Any
+) -> None:
+    run = await start(http, graph="approval-flow", input={"topic": "permissions"})
+    await wait_for_status(http, run["workflow_id"], {"paused"})
+    bob, carol = as_("bob"), as_("carol")
+    # bob is of the same tenant: he sees the run but may not control it.
+    assert (await bob.get(f"/runs/{run['workflow_id']}")).status_code == 200
+    refused = await answer(bob, run, {"data": {"decision": "approve"}})
+    assert refused.status_code == 403, refused.text
+    assert "owner" in refused.json()["detail"]
+    assert (await bob.post(f"/runs/{run['workflow_id']}/cancel")).status_code == 403
+    # carol holds the admin role: she may; her answer carries who she is.
+    accepted = await answer(carol, run, {"data": {"decision": "approve"}, "user_id": "alice"})
+    assert accepted.status_code == 200, accepted.text
+    await wait_for_status(http, run["workflow_id"], {"completed"})
+    messages = (await http.get(f"/runs/{run['workflow_id']}/{run['run_id']}/updates")).json()
+    questions = [m for m in messages["messages"] if m["t"] == T.QUESTION]
+    assert [q["d"]["user_id"] for q in questions] == ["carol"]
+
+
+async def test_a_stream_token_reads_one_run_only_and_never_controls_it(
+    http: httpx.AsyncClient, examples: list[str], as_: Any, stack: SpindleStack
+) -> None:
+    first = await start(http, graph="approval-flow", input={"topic": "tokens"})
+    second = await start(http, graph="approval-flow", input={"topic": "other"})
+    await wait_for_status(http, first["workflow_id"], {"paused"})
+    minted = await http.post(f"/runs/{first['workflow_id']}/stream-token")
+    assert minted.status_code == 200, minted.text
+    token = minted.json()["access_token"]
+    browser = as_(None)  # an EventSource: no headers, the token in the query
+    url = f"/runs/{first['workflow_id']}/{first['run_id']}/stream"
+    async with open_sse(browser, url, params={"access_token": token}) as stream:
+        assert stream.response.status_code == 200
+        asked = await stream.until_type(T.REQUEST_INPUT)
+        assert asked.json()["t"] == T.REQUEST_INPUT
+    other = f"/runs/{second['workflow_id']}/{second['run_id']}/stream"
+    async with open_sse(browser, other, params={"access_token": token}) as stream:
+        assert stream.response.status_code == 404
+    as_bearer = {"Authorization": f"Bearer {token}"}
+    signal = await browser.post(
+        f"/runs/{first['workflow_id']}/{first['run_id']}/signal/UserInput",
+        json={"data": {"decision": "approve"}},
+        headers=as_bearer,
+    )
+    assert signal.status_code == 403
+    again = await browser.post(f"/runs/{first['workflow_id']}/stream-token", headers=as_bearer)
+    assert again.status_code == 403
+    # Not on a POST query string, and never in the gateway's log.
+    query_post = await browser.post(f"/runs/{first['workflow_id']}/cancel?access_token={token}")
+    assert query_post.status_code == 401
+    log_text = stack.gateway.log_path.read_text(errors="replace")
+    assert token not in log_text
+    assert "access_token=***" in log_text
+
+
+async def test_a_jwt_of_the_tenant_reads_its_runs(
+    waiting_run: dict[str, Any], as_: Any, callers: dict[str, Caller]
+) -> None:
+    def bearer(tenant: str, user: str) -> dict[str, str]:
+        claims = {
+            "sub": user,
+            "tenant": tenant,
+            "iss": E2E_JWT_ISSUER,
+            "aud": E2E_JWT_AUDIENCE,
+            "exp": int(time.time()) + 60,
+        }
+        return {"Authorization": f"Bearer {jwt.encode(claims, E2E_JWT_SECRET, 'HS256')}"}
+
+    anonymous = as_(None)
+    path = f"/runs/{waiting_run['workflow_id']}"
+    tenant_a, tenant_b = callers["alice"].tenant, callers["mallory"].tenant
+    mine = await anonymous.get(path, headers=bearer(tenant_a, "alice"))
+    assert mine.status_code == 200
+    assert mine.json()["tenant_id"] == tenant_a
+    assert (await anonymous.get(path, headers=bearer(tenant_b, "eve"))).status_code == 404
+    forged = jwt.encode({"sub": "alice", "tenant": tenant_a, "exp": 2**31}, secrets.token_hex(16))
+    refused = await anonymous.get(path, headers={"Authorization": f"Bearer {forged}"})
+    assert refused.status_code == 401
+
+
+async def test_a_revoked_key_stops_working(stack: SpindleStack, as_: Any) -> None:
+    from shared.api_keys import ApiKeyStore
+
+    keys = ApiKeyStore.from_settings(stack.settings)
+    try:
+        created = await keys.create(tenant_id="tenant-revoke", user_id="temp")
+        client = as_(None)
+        headers = {"X-API-Key": created.key}
+        assert (await client.get("/runs", headers=headers)).status_code == 200
+        await keys.revoke(created.info.key_id)
+
+        async def refused() -> bool:
+            return (await client.get("/runs", headers=headers)).status_code == 401
+
+        await eventually(refused, what="the revoked key is refused", timeout=10, interval=0.1)
+    finally:
+        await keys.close()
