@@ -186,7 +186,10 @@ class RunEventStream:
             return
         while True:
             try:
-                first = await asyncio.wait_for(self._sub.get(), self._keepalive)
+                # Not asyncio.wait_for: on 3.11 it can swallow a cancellation that
+                # lands as the inner get() completes, and the stream never stops.
+                async with asyncio.timeout(self._keepalive):
+                    first = await self._sub.get()
             except TimeoutError:
                 await write(KEEPALIVE)
                 await self._refresh_lease(only_if_due=False)

@@ -359,8 +359,11 @@ class ArchiveCatchUp:
 
     async def _idle(self) -> None:
         self.outbox.pushed.clear()
+        # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow the
+        # cancellation that stops this loop at shutdown.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.outbox.pushed.wait(), self.idle_seconds)
+            async with asyncio.timeout(self.idle_seconds):
+                await self.outbox.pushed.wait()
 
 
 # -- which outbox an archive writes through -------------------------------------

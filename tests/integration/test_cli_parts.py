@@ -74,7 +74,9 @@ def test_spindle_gateway_serves_and_stops_on_sigterm(
     settings: Settings, tmp_path: Path, part: list[ManagedProcess]
 ) -> None:
     port = free_port()
-    gateway = spindle_part("gateway", tmp_path, {"SPINDLE_GATEWAY_PORT": str(port)})
+    # Auth on, as deployed: the signing secret is required.
+    env = {"SPINDLE_GATEWAY_PORT": str(port), "SPINDLE_AUTH_SECRET": "s" * 32}
+    gateway = spindle_part("gateway", tmp_path, env)
     part.append(gateway)
 
     def ready() -> bool:
@@ -90,3 +92,14 @@ def test_spindle_gateway_serves_and_stops_on_sigterm(
     # says which signal ended it.
     assert stop_with_sigterm(gateway) in (0, -signal.SIGTERM), gateway.log_tail()
     assert "Application shutdown complete." in gateway.log_tail()
+
+
+def test_spindle_gateway_with_auth_on_and_no_secret_refuses_to_start(
+    tmp_path: Path, part: list[ManagedProcess]
+) -> None:
+    env = {"SPINDLE_GATEWAY_PORT": str(free_port()), "SPINDLE_AUTH_SECRET": ""}
+    gateway = spindle_part("gateway", tmp_path, env)
+    part.append(gateway)
+    assert gateway.proc is not None
+    assert gateway.proc.wait(timeout=60) != 0
+    assert "SPINDLE_AUTH_SECRET must be set" in gateway.log_tail()
