@@ -23,7 +23,7 @@ from gateway.body_limit import ContentLengthLimit
 from gateway.catalog_cache import CatalogCache
 from gateway.limits import TenantLimits
 from gateway.problems import install_problem_handlers
-from gateway.routes import files, graphs, health, history, runs, signals, stream
+from gateway.routes import files, graphs, health, history, runs, signals, stream, workstreams
 from shared.api_keys import ApiKeyStore
 from shared.archive import RunArchive
 from shared.bus import MessageBus
@@ -123,6 +123,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(runs.router)
     app.include_router(graphs.router)
     per_run: list[APIRouter] = [
+        # Before runs.by_run_router: /runs/{id}/workstreams is not a {run_id}.
+        workstreams.router,
         history.router,
         stream.router,
         signals.router,

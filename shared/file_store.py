@@ -6,7 +6,10 @@ most 255 KiB read back in order) but in ordinary collections, ``run_files`` and
 (see ``shared.chunked_blobs``). Header fields: ``tenant_id``, ``workflow_id``,
 ``name``, ``content_type``, ``length``, ``sha256``, ``uploaded_by``,
 ``uploaded_at``; ``_id`` is a time-ordered id, so the newest upload of a name
-wins and is the one served.
+wins and is the one served. Names are single file names (``safe_file_name``,
+what REST uploads take) or artifact paths of several such segments
+(``safe_artifact_path``: ``out/result.md``, ``files/ws-1/result.md``, what runs
+and workstreams write; a child's are copied to its parent by ``copy_file``).
 
 Every query names the tenant: another tenant's file is reported exactly as an
 unknown one. Uploads are streamed chunk by chunk; a file becomes visible only
@@ -31,7 +34,7 @@ from pydantic import BaseModel
 from pymongo import ASCENDING, DESCENDING
 
 from shared.archive import as_utc, utcnow
-from shared.chunked_blobs import ChunkStore
+from shared.chunked_blobs import ChunkStore, one_piece
 from shared.errors import NotFound, PayloadTooLarge, ValidationFailed
 from shared.mongo import mongo_client
 
@@ -43,6 +46,8 @@ if TYPE_CHECKING:
 FILES_COLLECTION = "run_files"
 CHUNKS_COLLECTION = "run_file_chunks"
 MAX_NAME_BYTES = 255
+# A whole artifact path (``files/ws-1/report.md``): segments of MAX_NAME_BYTES each.
+MAX_PATH_BYTES = 1024
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
 # type/subtype with RFC 9110 token characters and optional parameters; nothing else.
 _TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
@@ -86,24 +91,60 @@ def safe_file_name(name: str) -> str:
     Raises:
         ValidationFailed: naming field ``name`` and the rule broken.
     """
+    name = _nfc_text(name)
+    if name not in (".", "..") and ("/" in name or "\\" in name):
+        raise _refuse("no_path_separator", "must not contain '/' or '\\'", name)
+    return _check_segment(name, name)
+
+
+def safe_artifact_path(name: str) -> str:
+    """``name`` if it is a safe artifact path (NFC-normalised), else refuse it.
+
+    An artifact path is one or more segments joined by ``/`` (``out/result.md``,
+    ``files/ws-1/result.md``); each segment obeys ``safe_file_name``'s rules.
+    Refused besides: a leading or trailing ``/`` and empty segments (``a//b``),
+    ``.`` and ``..`` segments (``files/../x``), any ``\\``, and more than
+    1024 bytes of UTF-8 in all.
+
+    Raises:
+        ValidationFailed: naming field ``name`` and the rule broken.
+    """
+    name = _nfc_text(name)
+    if "\\" in name:
+        raise _refuse("no_path_separator", "must not contain '\\'", name)
+    if len(name.encode("utf-8")) > MAX_PATH_BYTES:
+        raise _refuse("max_bytes", f"must be at most {MAX_PATH_BYTES} bytes of UTF-8", name)
+    segments = name.split("/")
+    if len(segments) > 1 and any(segment == "" for segment in segments):
+        raise _refuse("no_empty_segment", "must not start or end with '/' nor contain '//'", name)
+    for segment in segments:
+        _check_segment(segment, name)
+    return name
+
+
+def _nfc_text(name: str) -> str:
     if not name:
         raise _refuse("not_empty", "must not be empty", name)
     try:
         name.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise _refuse("utf8", "must be valid UTF-8 text", name) from exc
-    name = unicodedata.normalize("NFC", name)
-    if name in (".", ".."):
-        raise _refuse("not_dot", "must not be '.' or '..'", name)
-    if "/" in name or "\\" in name:
-        raise _refuse("no_path_separator", "must not contain '/' or '\\'", name)
-    if any(unicodedata.category(ch) == "Cc" or ch in _BIDI_CONTROLS for ch in name):
-        raise _refuse("no_control_characters", "must not contain control characters", name)
-    if name != name.strip():
-        raise _refuse("no_surrounding_whitespace", "must not start or end with whitespace", name)
-    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
-        raise _refuse("max_bytes", f"must be at most {MAX_NAME_BYTES} bytes of UTF-8", name)
-    return name
+    return unicodedata.normalize("NFC", name)
+
+
+def _check_segment(segment: str, whole: str) -> str:
+    """One file name (or one segment of a path); errors quote ``whole``."""
+    if not segment:
+        raise _refuse("not_empty", "must not be empty", whole)
+    if segment in (".", ".."):
+        raise _refuse("not_dot", "must not be '.' or '..'", whole)
+    if any(unicodedata.category(ch) == "Cc" or ch in _BIDI_CONTROLS for ch in segment):
+        raise _refuse("no_control_characters", "must not contain control characters", whole)
+    if segment != segment.strip():
+        raise _refuse("no_surrounding_whitespace", "must not start or end with whitespace", whole)
+    if len(segment.encode("utf-8")) > MAX_NAME_BYTES:
+        raise _refuse("max_bytes", f"must be at most {MAX_NAME_BYTES} bytes of UTF-8", whole)
+    return segment
 
 
 def safe_content_type(value: str | None) -> str:
@@ -182,11 +223,14 @@ class FileStore:
     ) -> StoredFile:
         """Store a file, streaming ``chunks``; it replaces an older file of that name.
 
+        ``name`` may be an artifact path (``out/result.md``); uploads over REST
+        keep to single names (``safe_file_name``) before they get here.
+
         Raises:
-            ValidationFailed: ``name`` is not a safe file name.
+            ValidationFailed: ``name`` is not a safe artifact path.
             PayloadTooLarge: the content is longer than ``max_bytes`` (nothing is kept).
         """
-        name = safe_file_name(name)
+        name = safe_artifact_path(name)
         if not self._indexes_ready:
             await self.ensure_indexes()
         file_id = new_file_id()
@@ -217,6 +261,56 @@ class FileStore:
         await self._drop_superseded(tenant_id, workflow_id, name)
         return _stored(doc)
 
+    async def put_bytes(
+        self,
+        *,
+        tenant_id: str,
+        workflow_id: str,
+        name: str,
+        data: bytes,
+        content_type: str = DEFAULT_CONTENT_TYPE,
+        uploaded_by: str | None = None,
+    ) -> StoredFile:
+        """``put`` of content already in memory (an artifact a run writes)."""
+        return await self.put(
+            tenant_id=tenant_id,
+            workflow_id=workflow_id,
+            name=name,
+            content_type=content_type,
+            chunks=one_piece(data),
+            max_bytes=len(data),
+            uploaded_by=uploaded_by,
+        )
+
+    async def copy_file(
+        self,
+        tenant_id: str,
+        from_workflow_id: str,
+        name: str,
+        to_workflow_id: str,
+        new_name: str,
+    ) -> StoredFile:
+        """Copy one file of a run to another run of the same tenant, under ``new_name``.
+
+        Idempotent for a retried activity: a copy replaces an older file of
+        ``new_name`` (same content, same result but the id and time).
+
+        Raises:
+            NotFound: no file ``name`` in ``from_workflow_id`` for this tenant.
+            ValidationFailed: ``new_name`` is not a safe artifact path.
+        """
+        new_name = safe_artifact_path(new_name)
+        source = await self.get(tenant_id=tenant_id, workflow_id=from_workflow_id, name=name)
+        return await self.put(
+            tenant_id=tenant_id,
+            workflow_id=to_workflow_id,
+            name=new_name,
+            content_type=source.content_type,
+            chunks=self.open(source),
+            max_bytes=source.size,
+            uploaded_by=source.uploaded_by,
+        )
+
     async def _drop_superseded(self, tenant_id: str, workflow_id: str, name: str) -> None:
         """Delete every version of a name but the newest (possibly a concurrent upload's)."""
         cursor = self.files.find(
@@ -229,14 +323,21 @@ class FileStore:
             await self.files.delete_one({"_id": old})
             await self.chunks.delete(old)
 
-    async def list(self, *, tenant_id: str, workflow_id: str) -> builtins.list[StoredFile]:
-        """A run's files (newest version of each name), by name."""
+    async def list(
+        self, *, tenant_id: str, workflow_id: str, prefix: str | None = None
+    ) -> builtins.list[StoredFile]:
+        """A run's files (newest version of each name), by name.
+
+        Args:
+            prefix: only names that start with it (e.g. ``out/``).
+        """
         cursor = self.files.find({"tenant_id": tenant_id, "workflow_id": workflow_id}).sort(
             [("name", ASCENDING), ("_id", DESCENDING)]
         )
         newest: dict[str, StoredFile] = {}
         async for doc in cursor:
-            newest.setdefault(doc["name"], _stored(doc))
+            if prefix is None or doc["name"].startswith(prefix):
+                newest.setdefault(doc["name"], _stored(doc))
         return [newest[name] for name in sorted(newest)]
 
     async def get(self, *, tenant_id: str, workflow_id: str, name: str) -> StoredFile:
@@ -270,6 +371,7 @@ __all__ = [
     "FileStore",
     "StoredFile",
     "new_file_id",
+    "safe_artifact_path",
     "safe_content_type",
     "safe_file_name",
 ]

@@ -21,6 +21,7 @@ from shared.errors import ExecutorNotFound, GraphInvalid, InputInvalid
 from shared.expressions import ExpressionError, compile_expression, template_expressions
 from shared.graph_spec import GraphSpec, NodeSpec, validate_structure
 from shared.node_params import BUILTIN_PARAMS
+from shared.workstream_models import WORKSTREAM_TOOLS
 
 # Params of built-in types rendered as ``{{ expr }}`` templates at run time.
 TEMPLATE_PARAMS: dict[str, tuple[str, ...]] = {
@@ -28,6 +29,7 @@ TEMPLATE_PARAMS: dict[str, tuple[str, ...]] = {
     "tool": ("args",),
     "prompt": ("prompt", "title"),
     "output": ("message",),
+    "workstream": ("task", "label"),
 }
 # Params of built-in types that are JMESPath expressions.
 EXPRESSION_PARAMS: dict[str, tuple[str, ...]] = {"output": ("select",)}
@@ -167,7 +169,8 @@ def _check_tools(node: NodeSpec, catalog: Catalog) -> list[Error]:
     if node.type == "agent" and "tools" not in node.inputs:
         tools = node.params.get("tools") or []
         for i, name in enumerate(tools if isinstance(tools, list) else []):
-            if isinstance(name, str) and name not in catalog.tools:
+            # The workstream tools are answered by the workflow, not by a worker tool.
+            if isinstance(name, str) and name not in catalog.tools and name not in WORKSTREAM_TOOLS:
                 errors.append(_unknown_tool(node, f"params.tools[{i}]", name, catalog))
     return errors
 

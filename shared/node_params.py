@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from shared.workstream_models import LaunchRequest
+
 
 class _Params(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -68,12 +70,23 @@ class OutputParams(_Params):
     )
 
 
+class WorkstreamParams(LaunchRequest):
+    """``workstream``: launch a child workstream (seed 002); ``task`` is a template."""
+
+    wait: bool = Field(
+        False,
+        description="wait for the child's end and output its outcome; "
+        "default: output its launch id at once",
+    )
+
+
 BUILTIN_PARAMS: dict[str, type[BaseModel]] = {
     "agent": AgentParams,
     "tool": ToolParams,
     "prompt": PromptParams,
     "router": RouterParams,
     "output": OutputParams,
+    "workstream": WorkstreamParams,
 }
 
 

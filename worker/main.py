@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
-import importlib.util
 import logging
 import signal
 from datetime import timedelta
@@ -25,6 +23,8 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from shared.settings import Settings
 from shared.temporal_converter import data_converter
 from worker.activities import build_activities
+from worker.activities.artifacts import artifact_activities
+from worker.activities.workstream import workstream_activities
 from worker.llm.base import LlmProvider, provider_from_settings
 from worker.registry import build_catalog
 
@@ -59,16 +59,11 @@ def workflow_runner() -> SandboxedWorkflowRunner:
 
 
 def workflow_classes() -> list[type[Any]]:
-    """The workflow classes this worker runs."""
+    """The workflow classes this worker runs: graph runs and their workstreams."""
     from worker.workflows.graph_run import GraphRun
+    from worker.workflows.workstream import Workstream
 
-    classes: list[type[Any]] = [GraphRun]
-    # The Workstream child workflow lands separately; register it once it exists
-    # (a module that exists but fails to import must fail loudly, so no try).
-    if importlib.util.find_spec("worker.workflows.workstream") is not None:
-        module = importlib.import_module("worker.workflows.workstream")
-        classes.append(module.Workstream)
-    return classes
+    return [GraphRun, Workstream]
 
 
 def build_worker(
@@ -104,7 +99,11 @@ def build_worker(
         client,
         task_queue=task_queue or settings.task_queue,
         workflows=workflow_classes(),
-        activities=build_activities(bus, archive, provider),
+        activities=[
+            *build_activities(bus, archive, provider),
+            *workstream_activities(bus, archive),
+            *artifact_activities(archive),
+        ],
         **options,
     )
 

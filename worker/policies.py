@@ -59,6 +59,25 @@ NOTICE_RETRY = RetryPolicy(
 )
 """``post_message``: informative messages (warnings); the run goes on without them."""
 
+ARTIFACT_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=10,
+    non_retryable_error_types=["ValidationFailed"],
+)
+"""``merge_child_artifacts``: copying a finished workstream's artifacts to its parent
+outlasts a MongoDB restart; an unsafe artifact name cannot be fixed by retrying."""
+
+WORKSTREAM_FINISH_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=6,
+)
+"""``finish_workstream``: a child's result artifact and closing message. Bounded:
+a child whose store is down still ends (with no artifact) instead of retrying for long."""
+
 START_TO_CLOSE: dict[str, timedelta] = {
     "agent": timedelta(minutes=5),  # per LLM turn
     "tool": timedelta(minutes=5),
@@ -71,6 +90,8 @@ DEFAULT_START_TO_CLOSE = timedelta(minutes=5)
 TOOL_CALL_START_TO_CLOSE = timedelta(minutes=5)
 LIFECYCLE_START_TO_CLOSE = timedelta(seconds=30)
 LOCAL_ACTIVITY_START_TO_CLOSE = timedelta(seconds=30)
+ARTIFACT_MERGE_START_TO_CLOSE = timedelta(minutes=2)
+WORKSTREAM_FINISH_START_TO_CLOSE = timedelta(minutes=1)
 
 
 def retry_from_spec(spec: RetrySpec, base: RetryPolicy) -> RetryPolicy:

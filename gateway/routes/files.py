@@ -2,8 +2,10 @@
 
 Files belong to the run's tenant and are stored by ``shared.file_store``; the
 run dependencies answer 404 for an unknown run or another tenant's, exactly
-alike. A name is checked by ``safe_file_name`` (422 naming the rule for path
-traversal and other dangerous names); an upload above
+alike. An upload's name is checked by ``safe_file_name`` (422 naming the rule
+for path traversal and other dangerous names); a download's may be an artifact
+path (``files/ws-1/result.md``, checked by ``safe_artifact_path``: ``..``, empty
+segments and absolute paths are a 422 too). An upload above
 ``Settings.max_upload_bytes`` is a 413 and nothing of it is kept. Uploading a
 name again replaces the file. Downloads are always attachments, with
 ``X-Content-Type-Options: nosniff``, so a stored HTML or SVG file never runs in
@@ -28,7 +30,7 @@ from gateway.deps import (
     SettingsDep,
 )
 from shared.errors import PayloadTooLarge, ValidationFailed
-from shared.file_store import StoredFile, safe_file_name
+from shared.file_store import StoredFile, safe_artifact_path, safe_file_name
 
 router = APIRouter(tags=["files"])
 
@@ -127,12 +129,13 @@ async def list_files(
 
 
 @router.get(
-    "/runs/{workflow_id}/{run_id}/files/{name}",
-    summary="Download a run's file (ETag: its SHA-256)",
+    "/runs/{workflow_id}/{run_id}/files/{name:path}",
+    summary="Download a run's file or artifact (ETag: its SHA-256)",
     response_class=StreamingResponse,
     responses={
         **FILE_RESPONSES,
         200: {"description": "the file's bytes", "content": {"application/octet-stream": {}}},
+        422: {"description": "unsafe name or artifact path, naming the rule (problem+json)"},
         304: {"description": "If-None-Match matched the file's ETag"},
     },
 )
@@ -145,11 +148,13 @@ async def download_file(
     store: FileStoreDep,
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
+    name = safe_artifact_path(name)
     stored = await store.get(tenant_id=run.tenant_id, workflow_id=workflow_id, name=name)
     etag = f'"{stored.sha256}"'
     headers = {
         "ETag": etag,
-        "Content-Disposition": content_disposition(stored.name),
+        # A browser saves an artifact path under its last segment.
+        "Content-Disposition": content_disposition(stored.name.rsplit("/", 1)[-1]),
         "X-Content-Type-Options": "nosniff",
         "Cache-Control": "private, no-cache",
     }

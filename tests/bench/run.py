@@ -1,7 +1,8 @@
 """Spindle benchmark: one command, one run, ratios against raw floors.
 
-    .venv/bin/python -m tests.bench.run [--only nodes|sse|updates|load] [--nodes 50]
-        [--messages 300] [--repeat 3] [--load-runs 200] [--load-concurrency N]
+    .venv/bin/python -m tests.bench.run [--only nodes|sse|updates|load|workstreams]
+        [--nodes 50] [--messages 300] [--repeat 3] [--load-runs 200] [--load-concurrency N]
+        [--ws-launches 20] [--ws-levels 5,10,20,30,40,50,75,100]
 
 Starts its own tuned Temporal dev server, Redis and Mongo wire server on free
 loopback ports, then prints (each section, or those chosen with ``--only``):
@@ -10,7 +11,10 @@ loopback ports, then prints (each section, or those chosen with ``--only``):
 - ``sse``: message post → SSE receipt latency p50/p99 vs a bare Redis publish → subscribe;
 - ``updates``: ``/updates`` time and gzip ratio for 1000 stored messages;
 - ``load``: N concurrent runs over HTTP with one SSE client each, through a
-  worker and a gateway process (see ``tests.bench.load``), bounded in time.
+  worker and a gateway process (see ``tests.bench.load``), bounded in time;
+- ``workstreams``: launch → first child message on the parent's stream, and how
+  many interactive workstreams one worker holds with a message each per second
+  (see ``tests.bench.workstreams``), bounded in time.
 
 Figures are printed and written to ``test-artifacts/bench.json``; nothing here
 asserts a time (speed is reported, never tested), except that the load run must
@@ -44,9 +48,14 @@ from shared.temporal_converter import data_converter
 from tests.bench.floor import BareActivities, NoopBatch, bench_noop, redis_pubsub_latencies
 from tests.bench.load import LOAD_INPUTS, LoadBudgetExceeded, LoadErrors, LoadOptions, bench_load
 from tests.bench.stack import bench_stack
+from tests.bench.workstreams import (
+    WorkstreamBenchOptions,
+    WorkstreamBudgetExceeded,
+    bench_workstreams,
+)
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-SECTIONS = ("nodes", "sse", "updates", "load")
+SECTIONS = ("nodes", "sse", "updates", "load", "workstreams")
 
 
 def pct(values: list[float], q: float) -> float:
@@ -256,6 +265,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 budget_s=args.load_budget,
             )
             results["load"] = await bench_load(stack, client, settings.redis_url, options)
+        if "workstreams" in chosen:
+            levels = tuple(int(n) for n in args.ws_levels.split(","))
+            ws_options = WorkstreamBenchOptions(launches=args.ws_launches, levels=levels)
+            results["workstreams"] = await bench_workstreams(stack, client, ws_options)
     return results
 
 
@@ -281,18 +294,29 @@ def main() -> None:
     parser.add_argument(
         "--load-budget", type=float, default=180.0, help="deadline of the load section, s"
     )
+    parser.add_argument("--ws-launches", type=int, default=20, help="launches timed")
+    parser.add_argument(
+        "--ws-levels",
+        default="5,10,20,30,40,50,75,100",
+        help="concurrent workstreams tried, in order, until one does not hold",
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     try:
         results = asyncio.run(run(args))
-    except (LoadBudgetExceeded, LoadErrors) as exc:
+    except (LoadBudgetExceeded, LoadErrors, WorkstreamBudgetExceeded) as exc:
         sys.exit(f"FAILED: {exc}")
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "bench.json").write_text(json.dumps(results, indent=2))
     for section, figures in results.items():
         print(f"\n{section}")
         for key, value in figures.items():
-            print(f"  {key:24} {value}")
+            if isinstance(value, list) and all(isinstance(v, dict) for v in value):
+                print(f"  {key}")
+                for item in value:
+                    print("    " + ", ".join(f"{k}={v}" for k, v in item.items()))
+            else:
+                print(f"  {key:24} {value}")
     print(f"\ntotal wall time {time.perf_counter() - started:.1f} s")
     sys.stdout.flush()
     load_errors = results.get("load", {}).get("errors", 0)

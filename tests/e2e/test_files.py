@@ -11,6 +11,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
+from shared.file_store import FileStore
 from tests.e2e.conftest import SpindleStack
 from tests.e2e.run_driver import start
 
@@ -116,3 +117,58 @@ async def test_an_oversized_upload_is_refused_and_not_kept(
     assert reply.status_code == 413, reply.text
     assert reply.headers["content-type"].startswith("application/problem+json")
     assert (await http.get(files_url(run))).json()["files"] == []
+
+
+async def test_a_nested_artifact_is_listed_and_downloadable(
+    http: httpx.AsyncClient, stack: SpindleStack, run: dict[str, Any], unique: str
+) -> None:
+    # What a run's activity writes (a workstream's merged result), straight into the store.
+    store = FileStore.from_settings(stack.settings)
+    tenant = (await http.get(f"/runs/{run['workflow_id']}")).json()["tenant_id"]
+    try:
+        stored = await store.put_bytes(
+            tenant_id=tenant,
+            workflow_id=run["workflow_id"],
+            name=f"files/ws-1/result {unique}.md",
+            data=b"# merged result",
+            content_type="text/markdown",
+        )
+    finally:
+        await store.close()
+
+    listed = (await http.get(files_url(run))).json()["files"]
+    assert [f["name"] for f in listed] == [stored.name]
+    for url in (
+        f"{files_url(run)}/files/ws-1/result {unique}.md",
+        f"{files_url(run)}/{quote(stored.name, safe='')}",  # slashes sent as %2F
+    ):
+        download = await http.get(url)
+        assert download.status_code == 200, download.text
+        assert download.content == b"# merged result"
+        assert download.headers["content-type"].startswith("text/markdown")
+        # Saved under its last segment, never as a path.
+        assert f'filename="result {unique}.md"' in download.headers["content-disposition"]
+    assert (await http.get(f"{files_url(run)}/files/ws-2/result.md")).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("path", "rule"),
+    [
+        ("files%2F..%2Fx", "not_dot"),  # files/../x, not normalised away by the client
+        ("%2Fabs", "no_empty_segment"),
+        ("a//b", "no_empty_segment"),
+        ("out%5Cx", "no_path_separator"),
+    ],
+)
+async def test_a_traversing_download_path_is_refused(
+    http: httpx.AsyncClient, run: dict[str, Any], path: str, rule: str
+) -> None:
+    reply = await http.get(f"{files_url(run)}/{path}")
+
+    assert reply.status_code == 422, reply.text
+    assert reply.headers["content-type"].startswith("application/problem+json")
+    assert reply.json()["errors"][0] == {
+        "field": "name",
+        "rule": rule,
+        "message": reply.json()["errors"][0]["message"],
+    }

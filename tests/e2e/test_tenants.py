@@ -55,7 +55,12 @@ def operations(openapi: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def concrete(path: str, workflow_id: str, run_id: str) -> str:
-    values = {"workflow_id": workflow_id, "run_id": run_id, "name": "UserInput"}
+    values = {
+        "workflow_id": workflow_id,
+        "run_id": run_id,
+        "name": "UserInput",
+        "launch_id": "ws-1",
+    }
     if "/files/" in path:
         values["name"] = "notes.txt"
     elif path.startswith("/graphs/"):

@@ -304,11 +304,13 @@ async def test_agent_turns_and_tool_calls_with_the_offline_model(
     assert calls["calculator"].arguments == {"expression": "45 * 3"}
     assert "team plan" in calls["search_notes"].arguments["query"]
 
+    size = len(first.message.tool_calls)
     results = [
         await env(f"agent.1.t1.{c.id}").run(
-            acts.tool_call, ToolCallInput(execution=ex, turn=1, call=c)
+            acts.tool_call,
+            ToolCallInput(execution=ex, turn=1, call=c, batch_index=i, batch_size=size),
         )
-        for c in first.message.tool_calls
+        for i, c in enumerate(first.message.tool_calls, start=1)
     ]
     assert all(r.ok for r in results)
     assert orjson.loads(results[1].content) == 135
@@ -321,10 +323,26 @@ async def test_agent_turns_and_tool_calls_with_the_offline_model(
     assert second.report is not None and second.report.status == NodeStatus.SUCCESS
 
     messages = await stream(bus, run)
-    assert [m["t"] for m in messages] == [T.THOUGHT, T.UPDATE, T.UPDATE, T.ANSWER]
+    assert [m["t"] for m in messages] == [
+        T.THOUGHT,
+        T.UPDATE,
+        T.BATCH_PROGRESS,
+        T.UPDATE,
+        T.BATCH_PROGRESS,
+        T.ANSWER,
+    ]
     assert messages[0]["d"]["tool_calls"][0]["name"] == "search_notes"
-    assert [m["m"] for m in messages[1:3]] == ["Using tool search_notes", "Using tool calculator"]
-    assert messages[3]["m"] == second.message.content
+    assert [m["m"] for m in messages[1::2][:2]] == [
+        "Using tool search_notes",
+        "Using tool calculator",
+    ]
+    # The two calls of the turn form a batch: each reports where the batch stands.
+    assert [m["m"] for m in messages[2:5:2]] == [
+        "tool 1 of 2 (search_notes) done",
+        "tool 2 of 2 (calculator) done",
+    ]
+    assert messages[4]["d"]["batch_size"] == 2
+    assert messages[5]["m"] == second.message.content
     [report] = await archive.node_reports(run.workflow_id)
     assert report["node_id"] == "agent" and report["output"]["payload"] == second.message.content
 

@@ -15,7 +15,7 @@ from pymongo import AsyncMongoClient
 
 from shared.chunked_blobs import CHUNK_SIZE
 from shared.errors import NotFound, PayloadTooLarge, ValidationFailed
-from shared.file_store import FileStore, StoredFile, safe_file_name
+from shared.file_store import FileStore, StoredFile, safe_artifact_path, safe_file_name
 
 pytestmark = pytest.mark.integration
 
@@ -264,3 +264,121 @@ def test_safe_file_name_refuses(name: str, rule: str) -> None:
     assert refused.value.status == 422
     assert refused.value.errors[0]["field"] == "name"
     assert refused.value.errors[0]["rule"] == rule
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "out/result.md",
+        "files/ws-1/result.md",
+        "single.txt",
+        "a/.hidden/b..c",
+        "数据/Résumé.pdf",
+        "/".join(["x" * 255] * 4),  # 1023 bytes
+    ],
+)
+def test_safe_artifact_path_keeps(name: str) -> None:
+    assert safe_artifact_path(name) == name
+
+
+def test_safe_artifact_path_normalises_to_nfc() -> None:
+    assert safe_artifact_path("out/Re\u0301sume\u0301.pdf") == "out/Résumé.pdf"
+
+
+@pytest.mark.parametrize(
+    ("name", "rule"),
+    [
+        ("", "not_empty"),
+        ("files/../x", "not_dot"),
+        ("../x", "not_dot"),
+        ("out/.", "not_dot"),
+        ("..", "not_dot"),
+        ("/abs", "no_empty_segment"),
+        ("/etc/passwd", "no_empty_segment"),
+        ("a//b", "no_empty_segment"),
+        ("out/", "no_empty_segment"),
+        ("out\\x", "no_path_separator"),
+        ("..\\..\\boot.ini", "no_path_separator"),
+        ("out/a\x00b", "no_control_characters"),
+        ("out/line\nbreak", "no_control_characters"),
+        ("out/invoice\u202etxt.exe", "no_control_characters"),
+        ("out/ spaced", "no_surrounding_whitespace"),
+        ("out/" + "x" * 256, "max_bytes"),
+        ("/".join(["x" * 255] * 4) + "/y", "max_bytes"),  # 1025 bytes
+        ("out/\ud800", "utf8"),
+    ],
+)
+def test_safe_artifact_path_refuses(name: str, rule: str) -> None:
+    with pytest.raises(ValidationFailed) as refused:
+        safe_artifact_path(name)
+    assert refused.value.status == 422
+    assert refused.value.errors[0] == {
+        "field": "name",
+        "rule": rule,
+        "message": refused.value.errors[0]["message"],
+    }
+    assert repr(name) in refused.value.errors[0]["message"]
+
+
+async def test_nested_artifact_paths_round_trip_and_list_by_prefix(store: FileStore) -> None:
+    wf = run_id()
+    report = await put(store, wf, "out/report.md", b"# report", content_type="text/markdown")
+    data = await put(store, wf, "files/ws-1/data.csv", b"a,b\n1,2\n", content_type="text/csv")
+    await put(store, wf, "notes.txt", b"top level")
+
+    got = await store.get(tenant_id="acme", workflow_id=wf, name="out/report.md")
+    assert got == report and await read(store, got) == b"# report"
+    listed = await store.list(tenant_id="acme", workflow_id=wf)
+    assert [f.name for f in listed] == ["files/ws-1/data.csv", "notes.txt", "out/report.md"]
+    under_files = await store.list(tenant_id="acme", workflow_id=wf, prefix="files/")
+    assert under_files == [data]
+    with pytest.raises(NotFound):
+        await store.get(tenant_id="acme", workflow_id=wf, name="out/../notes.txt")
+
+
+async def test_put_refuses_a_traversing_artifact_path_before_storing(store: FileStore) -> None:
+    wf = run_id()
+    before = await all_chunks(store)
+    for name in ("files/../x", "/abs", "a//b"):
+        with pytest.raises(ValidationFailed):
+            await put(store, wf, name, b"payload")
+    assert await store.list(tenant_id="acme", workflow_id=wf) == []
+    assert await all_chunks(store) == before
+
+
+async def test_copy_file_copies_content_to_another_run_of_the_tenant(store: FileStore) -> None:
+    child, parent = run_id(), run_id()
+    data = os.urandom(CHUNK_SIZE + 77)
+    source = await put(store, child, "out/result.bin", data, content_type="image/png")
+
+    copied = await store.copy_file("acme", child, "out/result.bin", parent, "files/ws-1/result.bin")
+    again = await store.copy_file("acme", child, "out/result.bin", parent, "files/ws-1/result.bin")
+
+    assert (copied.workflow_id, copied.name) == (parent, "files/ws-1/result.bin")
+    assert (copied.sha256, copied.size, copied.content_type) == (
+        source.sha256,
+        len(data),
+        "image/png",
+    )
+    listed = await store.list(tenant_id="acme", workflow_id=parent)
+    assert listed == [again]  # a retried copy replaces, never duplicates
+    assert await read(store, again) == data
+    assert await store.chunks.count(copied.file_id) == 0
+    assert await store.get(tenant_id="acme", workflow_id=child, name="out/result.bin") == source
+    with pytest.raises(NotFound):
+        await store.copy_file("globex", child, "out/result.bin", parent, "files/ws-1/x")
+    with pytest.raises(ValidationFailed):
+        await store.copy_file("acme", child, "out/result.bin", parent, "files/../escape")
+
+
+async def test_put_bytes_stores_an_in_memory_artifact(store: FileStore) -> None:
+    wf = run_id()
+    stored = await store.put_bytes(
+        tenant_id="acme",
+        workflow_id=wf,
+        name="out/answer.md",
+        data=b"42",
+        content_type="text/markdown",
+    )
+    assert (stored.name, stored.size, stored.content_type) == ("out/answer.md", 2, "text/markdown")
+    assert await read(store, stored) == b"42"

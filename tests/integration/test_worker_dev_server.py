@@ -103,8 +103,12 @@ async def test_research_agent_answers_with_its_tools(
     assert "45 * 12 = 540" in result.output and "45 dollars" in result.output
     assert reports(result) == {"researcher": NodeStatus.SUCCESS, "answer": NodeStatus.SUCCESS}
     stream = await messages(bus, handle.id)
-    types = [m["t"] for m in stream]
+    types = [m["t"] for m in stream if m["t"] != T.BATCH_PROGRESS]
     assert types == [T.THOUGHT, T.UPDATE, T.UPDATE, T.ANSWER, T.COMPLETE]
+    # The two tool calls of one turn run as a batch; each reports where it stands.
+    batch = [m for m in stream if m["t"] == T.BATCH_PROGRESS]
+    assert sorted(m["d"]["batch_index"] for m in batch) == [1, 2]
+    assert {m["d"]["batch_size"] for m in batch} == {2}
     assert {m["m"] for m in stream if m["t"] == T.UPDATE} == {
         "Using tool search_notes",
         "Using tool calculator",
@@ -112,7 +116,7 @@ async def test_research_agent_answers_with_its_tools(
     assert stream[-1]["d"] == {"status": "completed"}
     # Activity ids are the readable ones of the worker contract (tool calls run in
     # parallel, so their two UPDATEs may come in either order).
-    ids = [m["i"] for m in stream]
+    ids = [m["i"] for m in stream if m["t"] != T.BATCH_PROGRESS]
     assert ids[0] == "researcher.1.t1" and ids[3:] == ["researcher.1.t2", "finish"]
     assert sorted(ids[1:3]) == [
         "researcher.1.t1.call_1_search_notes",

@@ -29,6 +29,7 @@ RECORD = os.environ.get("SPINDLE_RECORD_HISTORIES") == "1"
 EXAMPLE_RUNS: dict[str, tuple[Any, list[UserInput]]] = {
     "pipeline": ({"text": "The export is broken and slow, I want a refund."}, []),
     "research-agent": ({"question": "What is Temporal? And what is 17 * 3?"}, []),
+    "delegation": ({"topic": "durable execution"}, []),
     "approval-flow": (
         {"topic": "durable runs"},
         [UserInput(data={"decision": "approve", "comment": "ship it"}, client_message_id="m1")],
@@ -54,6 +55,14 @@ async def test_example_history_replays(dev_runner: GraphRunner, name: str) -> No
     accepted = kinds.count(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED)
     assert accepted == len(answers)
 
-    assert await replay([(name, history)]) == []
+    histories = [(name, history)]
+    if name == "delegation":
+        # The child workstream's own history: its determinism is checked too.
+        child = await dev_runner.client.get_workflow_handle(
+            f"{history.workflow_id}.ws-1"
+        ).fetch_history()
+        histories.append((f"{name}.ws-1", child))
+    assert await replay(histories) == []
     if RECORD:
-        save_history(history, HISTORIES)
+        for _, each in histories:
+            save_history(each, HISTORIES)

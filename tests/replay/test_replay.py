@@ -21,7 +21,7 @@ pytestmark = pytest.mark.workflow
 
 # No resolve(): the sandbox re-imports this module (it defines a workflow class).
 HISTORIES = Path(__file__).parent.parent / "histories"
-EXAMPLES = ("approval-flow", "pipeline", "research-agent")
+EXAMPLES = ("approval-flow", "delegation", "pipeline", "research-agent")
 
 
 def history_files() -> list[Path]:
@@ -29,7 +29,7 @@ def history_files() -> list[Path]:
 
 
 def test_every_example_has_a_recorded_history() -> None:
-    assert {p.stem for p in history_files()} >= set(EXAMPLES)
+    assert {p.stem for p in history_files()} >= {*EXAMPLES, "delegation.ws-1"}
     for path in history_files():
         assert load_history(path).workflow_id == path.stem
 

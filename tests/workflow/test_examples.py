@@ -80,7 +80,13 @@ async def test_research_agent_uses_its_tools_then_answers(runner: GraphRunner) -
     assert "durable execution" in result.output
     assert [r.node_id for r in result.node_reports] == ["researcher", "answer"]
 
-    messages = await runner.messages(handle.id)
+    everything = await runner.messages(handle.id)
+    # Its two tool calls ran as one batch: each posted where the batch stands.
+    assert sorted(m["m"] for m in everything if m["t"] == M.BATCH_PROGRESS) == [
+        "tool 1 of 2 (search_notes) done",
+        "tool 2 of 2 (calculator) done",
+    ]
+    messages = [m for m in everything if m["t"] != M.BATCH_PROGRESS]
     # The agent answers once; the output node (no message template) adds nothing.
     assert types_of(messages) == [M.THOUGHT, M.UPDATE, M.UPDATE, M.ANSWER, M.COMPLETE]
     # One activity per LLM turn and one per tool call, with readable ids.

@@ -47,6 +47,7 @@ from worker.llm.base import (
 )
 from worker.llm.prompting import with_opening
 from worker.tools import ToolError, get_tool
+from worker.workflows.workstream_tools import WORKSTREAM_TOOL_SPECS
 
 if TYPE_CHECKING:
     from shared.archive import RunArchive
@@ -67,6 +68,9 @@ def agent_params(execution: NodeExecution) -> AgentParams:
 def tool_specs(execution: NodeExecution, names: list[str]) -> list[ToolSpec]:
     specs = []
     for name in names:
+        if name in WORKSTREAM_TOOL_SPECS:  # answered by the workflow, not by a worker tool
+            specs.append(WORKSTREAM_TOOL_SPECS[name])
+            continue
         try:
             tool = get_tool(name)
         except ToolError as exc:
@@ -191,6 +195,22 @@ class AgentActivities:
             )
         else:
             outcome = ToolCallResult(call_id=call.id, name=call.name, content=_json(result))
+        if call_input.batch_size > 1:
+            # Seed 002's BATCH_PROGRESS: where a batch of parallel tool calls stands.
+            await poster.post(
+                AgentMessageType.BATCH_PROGRESS,
+                f"tool {call_input.batch_index} of {call_input.batch_size} ({call.name}) "
+                f"{'done' if outcome.ok else 'failed'}",
+                details={
+                    "node_id": execution.node.id,
+                    "turn": call_input.turn,
+                    "call_id": call.id,
+                    "tool": call.name,
+                    "batch_index": call_input.batch_index,
+                    "batch_size": call_input.batch_size,
+                    "ok": outcome.ok,
+                },
+            )
         await poster.archive()
         return outcome
 

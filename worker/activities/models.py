@@ -22,6 +22,8 @@ REQUEST_INPUT = "request_input"
 ACCEPT_INPUT = "accept_input"
 FINISH_RUN = "finish_run"
 POST_MESSAGE = "post_message"
+MERGE_CHILD_ARTIFACTS = "merge_child_artifacts"
+FINISH_WORKSTREAM = "finish_workstream"
 
 
 class RunRef(BaseModel):
@@ -91,6 +93,8 @@ class ToolCallInput(BaseModel):
     execution: NodeExecution
     turn: int
     call: ToolCall
+    batch_index: int = Field(1, description="1-based position of this call in its turn's batch")
+    batch_size: int = Field(1, description="tool calls the model asked for in the same turn")
 
 
 class ToolCallResult(BaseModel):
@@ -131,3 +135,39 @@ class RunNotice(BaseModel):
     type: int = Field(description="shared.messages.AgentMessageType value")
     text: str
     details: dict[str, Any] | None = None
+
+
+class WorkstreamFinish(BaseModel):
+    """Input of ``finish_workstream``: how a child workstream ended.
+
+    ``run`` is the child's ref (its own workflow id, the parent's stream, its
+    ``workstream_id``). A non-empty ``answer`` is stored as ``out/result.md``.
+    """
+
+    run: RunRef
+    state: str = Field(description="shared.workstream_models.WorkstreamState value")
+    answer: str | None = None
+    error: str | None = None
+    iterations: int = 0
+    user_id: str | None = None
+
+
+class WorkstreamFinished(BaseModel):
+    """What ``finish_workstream`` stored: the child's artifact names."""
+
+    artifacts: list[str] = Field(default_factory=list)
+
+
+class ArtifactMerge(BaseModel):
+    """Input of ``merge_child_artifacts``: copy a workstream's artifacts to its parent."""
+
+    tenant_id: str
+    parent_workflow_id: str
+    child_workflow_id: str
+    launch_id: str
+
+
+class MergedArtifacts(BaseModel):
+    """What ``merge_child_artifacts`` copied: the parent's new artifact names."""
+
+    names: list[str] = Field(default_factory=list)

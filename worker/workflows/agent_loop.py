@@ -1,4 +1,4 @@
-"""The ``agent`` node: an LLM loop driven by the workflow.
+"""The agent loop: an LLM conversation driven by the workflow.
 
 One ``llm_turn`` activity per turn and one ``tool_call`` activity per tool call the
 model asked for (the calls of one turn run in parallel), until the model answers
@@ -8,13 +8,28 @@ workflow: only the turns' own messages (assistant replies and tool results); the
 params and the state (``worker.llm.prompting.with_opening``), so the history stays
 small and both sides build the same opening.
 
+The same loop serves ``agent`` nodes (``run_agent``) and workstreams
+(``converse``), which add optional hooks:
+
+- a ``WorkflowToolbox`` answers some tool calls inside the workflow (no activity),
+  e.g. ``launch_workstream``;
+- ``AgentHooks`` let the caller pause before a step, inject steering messages,
+  watch each model message and ask for a graceful stop;
+- ``opening`` continues an earlier conversation (interactive follow-ups).
+
+Without hooks, toolbox and opening the loop schedules exactly the activities it
+always did (ids and inputs), so recorded histories replay.
+
 Runs inside the workflow sandbox: deterministic, no I/O.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
+from typing import Protocol
 
+from pydantic import BaseModel, Field
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
@@ -36,6 +51,79 @@ with workflow.unsafe.imports_passed_through():
     )
 
 MAX_TURNS_ERROR = "AgentMaxTurns"
+_STOPPED = '{"error": "stopped before this tool ran"}'
+
+
+class WorkflowToolbox(Protocol):
+    """Tools answered inside the workflow instead of by a ``tool_call`` activity.
+
+    Attributes:
+        names: the tool names this toolbox handles; calls of other tools go to
+            the ``tool_call`` activity as usual.
+    """
+
+    @property
+    def names(self) -> frozenset[str]: ...
+
+    async def call(self, call: ToolCall) -> ToolCallResult:
+        """Handle one call (deterministically: workflow code). Errors should come
+        back as a result with ``ok=False`` so the model can read them."""
+        ...
+
+
+class AgentHooks(Protocol):
+    """Callbacks of the loop, all in workflow code (deterministic).
+
+    Order per turn: ``should_stop`` → ``before_llm`` → ``extra_messages`` →
+    ``llm_turn`` activity → ``after_llm`` → for each tool call (in parallel):
+    ``before_tool`` → tool → then the next turn. Once ``should_stop`` holds, no
+    further LLM turn or tool call runs (checked after each ``before_*`` too).
+    """
+
+    async def before_llm(self, turn: int) -> None:
+        """Before turn ``turn`` (1-based) asks the model; may wait (pause)."""
+        ...
+
+    async def before_tool(self, turn: int, call: ToolCall) -> None:
+        """Before one tool call of turn ``turn`` runs; may wait (pause)."""
+        ...
+
+    def after_llm(self, turn: int, message: ChatMessage) -> None:
+        """The model's message of turn ``turn`` (tool calls or the final answer)."""
+        ...
+
+    def extra_messages(self) -> list[ChatMessage]:
+        """Messages (steering) to add before the next LLM turn; each is returned
+        once. Called after ``before_llm``."""
+        ...
+
+    def should_stop(self) -> bool:
+        """True to end now with the best answer so far instead of another turn."""
+        ...
+
+
+class AgentReply(BaseModel):
+    """How one run of the loop ended.
+
+    Attributes:
+        conversation: ``opening`` plus every message of this run (assistant
+            replies, tool results, injected messages), to continue from.
+        answer: the final answer; when ``stopped`` or ``exhausted``, the latest
+            non-empty assistant content (best answer so far), else "".
+        final: the model gave a final answer (no tool calls).
+        stopped: ``hooks.should_stop()`` ended the loop before a final answer.
+        exhausted: ``max_turns`` turns ran and the model still asked for tools.
+        turns: LLM turns run.
+        report: the final turn's report (set by the ``llm_turn`` activity).
+    """
+
+    conversation: list[ChatMessage] = Field(default_factory=list)
+    answer: str = ""
+    final: bool = False
+    stopped: bool = False
+    exhausted: bool = False
+    turns: int = 0
+    report: NodeReport | None = None
 
 
 def max_turns(execution: NodeExecution) -> int:
@@ -47,8 +135,18 @@ def max_turns(execution: NodeExecution) -> int:
     return int(default)
 
 
-async def run_agent(execution: NodeExecution) -> NodeOutcome:
+async def run_agent(
+    execution: NodeExecution,
+    *,
+    toolbox: WorkflowToolbox | None = None,
+    hooks: AgentHooks | None = None,
+) -> NodeOutcome:
     """Run an agent node to its final answer.
+
+    Args:
+        execution: the node (``type: agent``) and the run state.
+        toolbox: tools answered in the workflow (e.g. ``launch_workstream``).
+        hooks: loop callbacks; a stop returns the best answer so far.
 
     Returns:
         The outcome whose output is the final assistant content.
@@ -60,52 +158,140 @@ async def run_agent(execution: NodeExecution) -> NodeOutcome:
     """
     node = execution.node
     started = workflow.now()
+    reply = await converse(execution, toolbox=toolbox, hooks=hooks)
+    if reply.exhausted:
+        limit = max_turns(execution)
+        raise ApplicationError(
+            f"agent '{node.id}' gave no final answer within max_turns ({limit})",
+            {"node": node.id, "max_turns": limit},
+            type=MAX_TURNS_ERROR,
+            non_retryable=True,
+        )
+    report = reply.report or NodeReport(
+        node_id=node.id,
+        node_type=node.type,
+        status=NodeStatus.SUCCESS,
+        visit=execution.visit,
+        started_at=execution.started_at,
+        duration_ms=(workflow.now() - started).total_seconds() * 1000,
+        output_summary=reply.answer[:200],
+    )
+    return NodeOutcome(output=reply.answer, report=report)
+
+
+async def converse(
+    execution: NodeExecution,
+    *,
+    opening: Sequence[ChatMessage] | None = None,
+    toolbox: WorkflowToolbox | None = None,
+    hooks: AgentHooks | None = None,
+    id_prefix: str | None = None,
+) -> AgentReply:
+    """Run the loop until a final answer, a stop, or ``max_turns``; never raises
+    for the turn limit (see ``AgentReply.exhausted``).
+
+    Args:
+        execution: the agent (node params: instructions, tools, max_turns, model)
+            and the state the ``llm_turn`` activity derives the opening from.
+        opening: the conversation so far; sent before this run's messages. When
+            it holds a system and a user message, the activity adds nothing.
+            Messages from ``hooks.extra_messages`` need such an opening: without
+            a user message in it, the activity would not add the node's prompt.
+        toolbox: tools answered in the workflow.
+        hooks: loop callbacks.
+        id_prefix: activity ids are ``<id_prefix>.t<turn>`` and
+            ``<id_prefix>.t<turn>.<call id>``; default ``<node id>.<visit>``.
+            Must make them unique within the workflow run.
+
+    Raises:
+        temporalio.exceptions.ActivityError: a turn or tool call failed for good.
+    """
+    node = execution.node
+    prefix = id_prefix if id_prefix is not None else f"{node.id}.{execution.visit}"
     limit = max_turns(execution)
+    before = list(opening or [])
     messages: list[ChatMessage] = []
+    best = ""
     for turn in range(1, limit + 1):
+        if hooks is not None:
+            if hooks.should_stop():
+                return AgentReply(
+                    conversation=before + messages, answer=best, stopped=True, turns=turn - 1
+                )
+            await hooks.before_llm(turn)
+            messages.extend(hooks.extra_messages())
+            if hooks.should_stop():
+                return AgentReply(
+                    conversation=before + messages, answer=best, stopped=True, turns=turn - 1
+                )
         result = await workflow.execute_activity(
             LLM_TURN,
-            LlmTurnInput(execution=execution, turn=turn, messages=list(messages)),
+            LlmTurnInput(execution=execution, turn=turn, messages=before + messages),
             result_type=LlmTurnResult,
-            activity_id=f"{node.id}.{execution.visit}.t{turn}",
+            activity_id=f"{prefix}.t{turn}",
             start_to_close_timeout=policies.node_timeout(node),
             retry_policy=policies.node_retry(node, policies.LLM_RETRY),
             task_queue=node.task_queue,
         )
         messages.append(result.message)
+        if result.message.content:
+            best = result.message.content
+        if hooks is not None:
+            hooks.after_llm(turn, result.message)
         if result.final or not result.message.tool_calls:
-            report = result.report or NodeReport(
-                node_id=node.id,
-                node_type=node.type,
-                status=NodeStatus.SUCCESS,
-                visit=execution.visit,
-                started_at=execution.started_at,
-                duration_ms=(workflow.now() - started).total_seconds() * 1000,
-                output_summary=(result.message.content or "")[:200],
+            return AgentReply(
+                conversation=before + messages,
+                answer=result.message.content or "",
+                final=True,
+                turns=turn,
+                report=result.report,
             )
-            return NodeOutcome(output=result.message.content or "", report=report)
         results = await asyncio.gather(
-            *(_call_tool(execution, turn, call) for call in result.message.tool_calls)
+            *(
+                _call_tool(
+                    execution,
+                    prefix,
+                    turn,
+                    call,
+                    toolbox=toolbox,
+                    hooks=hooks,
+                    batch=(index, len(result.message.tool_calls)),
+                )
+                for index, call in enumerate(result.message.tool_calls, start=1)
+            )
         )
         messages.extend(
             ChatMessage(role="tool", content=r.content, tool_call_id=r.call_id, name=r.name)
             for r in results
         )
-    raise ApplicationError(
-        f"agent '{node.id}' gave no final answer within max_turns ({limit})",
-        {"node": node.id, "max_turns": limit},
-        type=MAX_TURNS_ERROR,
-        non_retryable=True,
-    )
+    return AgentReply(conversation=before + messages, answer=best, exhausted=True, turns=limit)
 
 
-async def _call_tool(execution: NodeExecution, turn: int, call: ToolCall) -> ToolCallResult:
+async def _call_tool(
+    execution: NodeExecution,
+    prefix: str,
+    turn: int,
+    call: ToolCall,
+    *,
+    toolbox: WorkflowToolbox | None,
+    hooks: AgentHooks | None,
+    batch: tuple[int, int] = (1, 1),
+) -> ToolCallResult:
     node = execution.node
+    if hooks is not None:
+        await hooks.before_tool(turn, call)
+        if hooks.should_stop():
+            # A graceful stop runs no further step: the call is answered as skipped.
+            return ToolCallResult(call_id=call.id, name=call.name, content=_STOPPED, ok=False)
+    if toolbox is not None and call.name in toolbox.names:
+        return await toolbox.call(call)
     result: ToolCallResult = await workflow.execute_activity(
         TOOL_CALL,
-        ToolCallInput(execution=execution, turn=turn, call=call),
+        ToolCallInput(
+            execution=execution, turn=turn, call=call, batch_index=batch[0], batch_size=batch[1]
+        ),
         result_type=ToolCallResult,
-        activity_id=f"{node.id}.{execution.visit}.t{turn}.{call.id}",
+        activity_id=f"{prefix}.t{turn}.{call.id}",
         start_to_close_timeout=policies.TOOL_CALL_START_TO_CLOSE,
         retry_policy=policies.TOOL_RETRY,
         task_queue=node.task_queue,

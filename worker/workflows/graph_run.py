@@ -3,8 +3,10 @@
 The workflow decides what runs (``worker.workflows.scheduler``) and runs each node
 as activities: ``execute_node`` for tool/router/output/custom nodes, an LLM loop
 for ``agent`` nodes (``worker.workflows.agent_loop``), and ask → wait for a valid
-``UserInput`` update → accept for ``prompt`` nodes. Activities post every message
-and write every archive record; the workflow itself does no I/O.
+``UserInput`` update → accept for ``prompt`` nodes. Workstreams (child runs) are
+``worker.workflows.workstream_supervisor``'s; the run ends after its children.
+Activities post every message and write every archive record; the workflow
+itself does no I/O.
 
 Deterministic by construction: no clock but ``workflow.now()``, no randomness,
 completions processed in the order they happened, logging via ``workflow.logger``.
@@ -58,6 +60,9 @@ with workflow.unsafe.imports_passed_through():
     from worker.activities.params import resolve_params, validate_params
     from worker.workflows.agent_loop import run_agent
     from worker.workflows.scheduler import Activation, Advance, GraphScheduler
+    from worker.workflows.workstream_handlers import WorkstreamHandlers
+    from worker.workflows.workstream_supervisor import WorkstreamSupervisor
+    from worker.workflows.workstream_tools import offered_tools, workstream_toolbox
 
 NODE_FAILED = "NodeFailed"
 NOT_WAITING = "NotWaiting"
@@ -78,7 +83,7 @@ class _RunFailed(Exception):
 
 
 @workflow.defn(name=GRAPH_RUN_WORKFLOW)
-class GraphRun:
+class GraphRun(WorkstreamHandlers):
     """Runs a ``GraphSpec`` node by node; see the module docstring."""
 
     @workflow.init
@@ -111,6 +116,7 @@ class GraphRun:
         self._output_node_ran = False
         self._error: str | None = None
         self._notices = 0
+        self._workstreams = WorkstreamSupervisor(self._run, user_id=run_input.user_id)
 
     # -- the run ---------------------------------------------------------------
 
@@ -124,13 +130,17 @@ class GraphRun:
         """
         try:
             await self._drive()
+            # Non-interactive children run to their end (deadline-bounded).
+            await self._workstreams.close("parent_finished", stop_all=False)
         except asyncio.CancelledError:
             await self._stop_nodes()
+            await self._workstreams.close("parent_canceled", stop_all=True)
             self._status = RunStatus.CANCELED
             await self._finish(RunStatus.CANCELED)
             raise
         except _RunFailed as failure:
             await self._stop_nodes()
+            await self._workstreams.close("parent_finished", stop_all=True)
             self._status = RunStatus.FAILED
             self._error = str(failure)
             await self._finish(RunStatus.FAILED)
@@ -269,7 +279,10 @@ class GraphRun:
             started_at=workflow.now().isoformat(),
         )
         if node.type == "agent":
-            return await run_agent(execution)
+            toolbox = workstream_toolbox(self._workstreams, offered_tools(execution))
+            return await run_agent(execution, toolbox=toolbox)
+        if node.type == "workstream":
+            return await self._workstreams.run_node(execution)
         if node.type == "prompt":
             return await self._ask_human(execution)
         activity_id = f"{node.id}.{activation.visit}"
