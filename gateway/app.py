@@ -17,6 +17,7 @@ from fastapi import APIRouter, FastAPI
 from fastapi.routing import APIRoute
 from temporalio.client import Client
 
+from gateway.a2a import install_a2a
 from gateway.access_log import install_access_log_redaction
 from gateway.auth.authenticator import Authenticator
 from gateway.body_limit import ContentLengthLimit
@@ -24,6 +25,7 @@ from gateway.catalog_cache import CatalogCache
 from gateway.limits import TenantLimits
 from gateway.problems import install_problem_handlers
 from gateway.routes import files, graphs, health, history, runs, signals, stream, workstreams
+from gateway.routes import jsonrpc as jsonrpc_routes
 from shared.api_keys import ApiKeyStore
 from shared.archive import RunArchive
 from shared.bus import MessageBus
@@ -120,8 +122,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_access_log_redaction()
 
     app.include_router(health.router)
+    install_a2a(app)  # public agent card; the A2A JSON-RPC bridge
     app.include_router(runs.router)
     app.include_router(graphs.router)
+    app.include_router(jsonrpc_routes.router)  # POST / and POST /tasks (seed 003)
     per_run: list[APIRouter] = [
         # Before runs.by_run_router: /runs/{id}/workstreams is not a {run_id}.
         workstreams.router,

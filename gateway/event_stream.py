@@ -44,6 +44,8 @@ SSE_HEADERS = {
 }
 # Backlog frames are sent in chunks of this many messages.
 BACKLOG_CHUNK = 256
+# How long a cancelled stream task may take to stop before the response ends anyway.
+CANCEL_GRACE_SECONDS = 2.0
 
 BacklogReader = Callable[[int, int | None], Awaitable[list[StoredMessage]]]
 
@@ -289,8 +291,13 @@ class EventStreamResponse(Response):
             finally:
                 for task in (pump, watch):
                     task.cancel()
-                await asyncio.gather(pump, watch, return_exceptions=True)
-            if pump in done and pump.exception() is None:
+                # Bounded: a pump stuck in a call that does not honour its
+                # cancellation must not keep the response (and its stream
+                # slot) alive after the client has gone.
+                _, stuck = await asyncio.wait({pump, watch}, timeout=CANCEL_GRACE_SECONDS)
+                if stuck:
+                    log.warning("stream %s: a task ignored cancellation", self.stream.stream_id)
+            if pump in done and not pump.cancelled() and pump.exception() is None:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
             elif pump in done and not isinstance(pump.exception(), OSError):
                 log.error("stream %s failed: %r", self.stream.stream_id, pump.exception())

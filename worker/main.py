@@ -135,6 +135,7 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
     from shared.archive import RunArchive
     from shared.archive_outbox import ArchiveCatchUp, ArchiveOutbox, attach_outbox
     from shared.bus import MessageBus
+    from shared.push_notifications import PushDelivery, PushOutbox
 
     if stop is None:
         stop = asyncio.Event()
@@ -156,7 +157,10 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
         attach_outbox(archive, outbox)
         catch_up = ArchiveCatchUp(outbox, archive)
     llm = provider_from_settings(settings)
+    # Task-update callbacks (seed 003 push notifications) queued by any process.
+    push = PushDelivery(PushOutbox(bus.redis))
     try:
+        push.start()
         if catch_up is not None:
             catch_up.start()
         if archive is not None:
@@ -187,6 +191,7 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
                 await close()
         if catch_up is not None:
             await catch_up.stop()
+        await push.stop()
         await bus.close()
         if archive is not None:
             await archive.close()

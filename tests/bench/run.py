@@ -1,6 +1,6 @@
 """Spindle benchmark: one command, one run, ratios against raw floors.
 
-    .venv/bin/python -m tests.bench.run [--only nodes|sse|updates|load|workstreams]
+    .venv/bin/python -m tests.bench.run [--only nodes|sse|updates|load|workstreams|jsonrpc]
         [--nodes 50] [--messages 300] [--repeat 3] [--load-runs 200] [--load-concurrency N]
         [--ws-launches 20] [--ws-levels 5,10,20,30,40,50,75,100]
 
@@ -15,6 +15,9 @@ loopback ports, then prints (each section, or those chosen with ``--only``):
 - ``workstreams``: launch → first child message on the parent's stream, and how
   many interactive workstreams one worker holds with a message each per second
   (see ``tests.bench.workstreams``), bounded in time.
+- ``jsonrpc``: ``tasks.create``/``tasks.get`` requests per second against a bare
+  gateway round trip, and ``tasks.execute`` of a 20-task tree against one graph
+  run of the same 20 nodes (see ``tests.bench.jsonrpc``).
 
 Figures are printed and written to ``test-artifacts/bench.json``; nothing here
 asserts a time (speed is reported, never tested), except that the load run must
@@ -46,6 +49,7 @@ from shared.run_models import GRAPH_RUN_WORKFLOW, GraphRunInput, GraphRunResult
 from shared.settings import Settings
 from shared.temporal_converter import data_converter
 from tests.bench.floor import BareActivities, NoopBatch, bench_noop, redis_pubsub_latencies
+from tests.bench.jsonrpc import bench_jsonrpc
 from tests.bench.load import LOAD_INPUTS, LoadBudgetExceeded, LoadErrors, LoadOptions, bench_load
 from tests.bench.stack import bench_stack
 from tests.bench.workstreams import (
@@ -55,7 +59,7 @@ from tests.bench.workstreams import (
 )
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-SECTIONS = ("nodes", "sse", "updates", "load", "workstreams")
+SECTIONS = ("nodes", "sse", "updates", "load", "workstreams", "jsonrpc")
 
 
 def pct(values: list[float], q: float) -> float:
@@ -269,6 +273,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             levels = tuple(int(n) for n in args.ws_levels.split(","))
             ws_options = WorkstreamBenchOptions(launches=args.ws_launches, levels=levels)
             results["workstreams"] = await bench_workstreams(stack, client, ws_options)
+        if "jsonrpc" in chosen:
+            results["jsonrpc"] = await bench_jsonrpc(stack, client)
     return results
 
 

@@ -33,7 +33,15 @@ from tests.polling import eventually
 pytestmark = pytest.mark.e2e
 
 # Liveness, readiness and the graph JSON Schema hold no tenant data (like /openapi.json).
-PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/graphs/schema")}
+PUBLIC = {
+    ("GET", "/healthz"),
+    ("GET", "/readyz"),
+    ("GET", "/graphs/schema"),
+    # The A2A agent card (gateway/a2a/agent_card.py): discovery is public by design.
+    ("GET", "/.well-known/agent-card.json"),
+    ("GET", "/.well-known/agent-card"),
+    ("GET", "/.well-known/agent.json"),
+}
 # Operations that do not address a run: each is scoped to the caller's tenant.
 TENANT_SCOPED = {
     ("POST", "/runs"),

@@ -38,6 +38,7 @@ from worker.activities.recorder import (
     input_envelope,
     output_envelope,
 )
+from worker.activities.task_sync import TaskSync
 from worker.llm.base import (
     LlmAuthenticationError,
     LlmProvider,
@@ -96,6 +97,7 @@ class AgentActivities:
         self.archive = archive
         self.llm = llm
         self.recorder = RunRecorder(archive)
+        self.tasks = TaskSync(bus, archive)
 
     @activity.defn(name=LLM_TURN)
     async def llm_turn(self, turn: LlmTurnInput) -> LlmTurnResult:
@@ -104,6 +106,7 @@ class AgentActivities:
         node = execution.node
         poster = MessagePoster(self.bus, execution.run, archive=self.archive)
         await poster.announce_retry(f"agent {node.id} (turn {turn.turn})")
+        await self.tasks.node_started(execution)
         params = agent_params(execution)
         request = LlmRequest(
             messages=with_opening(params, execution.state, turn.messages),
@@ -154,6 +157,7 @@ class AgentActivities:
             output=output_envelope(execution, answer),
         )
         await poster.archive()
+        await self.tasks.node_finished(execution, answer)
         return LlmTurnResult(message=message, final=True, report=report)
 
     @activity.defn(name=TOOL_CALL)

@@ -31,6 +31,7 @@ from worker.activities.recorder import (
     input_envelope,
     output_envelope,
 )
+from worker.activities.task_sync import TaskSync
 
 if TYPE_CHECKING:
     from shared.archive import RunArchive
@@ -44,6 +45,7 @@ class HitlActivities:
         self.bus = bus
         self.archive = archive
         self.recorder = RunRecorder(archive)
+        self.tasks = TaskSync(bus, archive)
 
     @activity.defn(name=REQUEST_INPUT)
     async def request_input(self, request: InputRequest) -> Empty:
@@ -67,6 +69,7 @@ class HitlActivities:
             pending_input=pending.model_dump(mode="json"),
         )
         await poster.archive()
+        await self.tasks.node_started(execution)
         return Empty()
 
     @activity.defn(name=ACCEPT_INPUT)
@@ -110,4 +113,5 @@ class HitlActivities:
             output=output_envelope(execution, acceptance.answer),
         )
         await poster.archive()
+        await self.tasks.node_finished(execution, acceptance.answer)
         return NodeOutcome(output=acceptance.answer, report=report)

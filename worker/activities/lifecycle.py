@@ -11,6 +11,7 @@ from shared.run_models import RunStatus
 from worker.activities.models import FINISH_RUN, POST_MESSAGE, Empty, RunFinish, RunNotice
 from worker.activities.poster import MessagePoster
 from worker.activities.recorder import RunRecorder, summarize
+from worker.activities.task_sync import TaskSync
 
 if TYPE_CHECKING:
     from shared.archive import RunArchive
@@ -24,6 +25,7 @@ class LifecycleActivities:
         self.bus = bus
         self.archive = archive
         self.recorder = RunRecorder(archive)
+        self.tasks = TaskSync(bus, archive)
 
     @activity.defn(name=FINISH_RUN)
     async def finish_run(self, finish: RunFinish) -> Empty:
@@ -62,6 +64,8 @@ class LifecycleActivities:
         }
         await self.recorder.update_run(finish.run, **fields)
         await poster.archive()
+        # Task runs: every task still active gets its end, the root the run's.
+        await self.tasks.run_finished(finish.run, status=status.value, error=finish.error)
         return Empty()
 
     @activity.defn(name=POST_MESSAGE)

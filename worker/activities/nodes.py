@@ -26,6 +26,7 @@ from worker.activities.recorder import (
     input_envelope,
     output_envelope,
 )
+from worker.activities.task_sync import TaskSync
 from worker.registry import NodeContext, NodeResult, get_node_type
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ class NodeActivities:
         self.bus = bus
         self.archive = archive
         self.recorder = RunRecorder(archive)
+        self.tasks = TaskSync(bus, archive)
 
     @activity.defn(name=EXECUTE_NODE)
     async def execute_node(self, execution: NodeExecution) -> NodeOutcome:
@@ -92,6 +94,7 @@ class NodeActivities:
             poster=poster,
             visit=execution.visit,
         )
+        await self.tasks.node_started(execution)
         try:
             async with heartbeating(node.id):
                 value = await node_type.run(ctx)
@@ -129,6 +132,7 @@ class NodeActivities:
             ),
         )
         await poster.archive()
+        await self.tasks.node_finished(execution, result.data)
         return NodeOutcome(
             output=result.data, ports=result.ports, meta=result.metadata, report=report
         )

@@ -1,0 +1,85 @@
+"""Seed 003's task mapping between Spindle runs and A2A tasks (gateway.a2a.task_mapping)."""
+
+from __future__ import annotations
+
+from a2a.helpers import get_data_parts, get_text_parts, new_data_part, new_text_part
+from a2a.types import Message, Role, TaskState
+from google.protobuf.json_format import MessageToDict
+
+from gateway.a2a.task_mapping import run_input, task_from_run, user_answer
+from gateway.api_models import RunDetail
+from shared.run_models import PendingInput
+
+APPROVAL_SCHEMA = {
+    "type": "object",
+    "properties": {"topic": {"type": "string"}, "audience": {"type": "string"}},
+    "required": ["topic"],
+}
+
+
+def message(*parts: object) -> Message:
+    built = [new_text_part(p) if isinstance(p, str) else new_data_part(p) for p in parts]
+    return Message(message_id="m", role=Role.ROLE_USER, parts=built)
+
+
+def test_text_fills_the_single_required_string_of_the_input_schema() -> None:
+    assert run_input(message("Q3 budget"), APPROVAL_SCHEMA) == {"topic": "Q3 budget"}
+
+
+def test_text_is_the_input_when_no_single_required_string() -> None:
+    two = {**APPROVAL_SCHEMA, "required": ["topic", "audience"]}
+    assert run_input(message("hello"), two) == "hello"
+    assert run_input(message("hello"), None) == "hello"
+
+
+def test_a_data_part_is_the_input_with_whole_numbers_kept_whole() -> None:
+    got = run_input(message({"topic": "x", "points": 3, "ratio": 0.5}), APPROVAL_SCHEMA)
+    assert got == {"topic": "x", "points": 3, "ratio": 0.5}
+    assert isinstance(got["points"], int)
+
+
+def test_a_follow_up_is_a_user_input_answer() -> None:
+    answer = user_answer(message("looks good", {"decision": "approve"}))
+    assert answer.message == "looks good"
+    assert answer.data == {"decision": "approve"}
+    assert answer.client_message_id == "m"
+
+
+def test_run_states_map_to_task_states() -> None:
+    cases = {
+        "running": TaskState.TASK_STATE_WORKING,
+        "paused": TaskState.TASK_STATE_INPUT_REQUIRED,
+        "completed": TaskState.TASK_STATE_COMPLETED,
+        "failed": TaskState.TASK_STATE_FAILED,
+        "timed_out": TaskState.TASK_STATE_FAILED,
+        "canceled": TaskState.TASK_STATE_CANCELED,
+        "terminated": TaskState.TASK_STATE_CANCELED,
+    }
+    for status, state in cases.items():
+        task = task_from_run(RunDetail(workflow_id="run-1", status=status))
+        assert task.status.state == state, status
+        assert task.id == task.context_id == "run-1"
+        assert MessageToDict(task.metadata)["protocol"] == "a2a"
+
+
+def test_completed_output_is_the_result_artifact_and_error_the_status_message() -> None:
+    done = task_from_run(
+        RunDetail(workflow_id="run-1", status="completed", output={"n": 2}), user_id="alice"
+    )
+    [artifact] = done.artifacts
+    assert artifact.name == "result" and get_data_parts(artifact.parts) == [{"n": 2.0}]
+    assert MessageToDict(done.metadata)["user_id"] == "alice"
+
+    failed = task_from_run(RunDetail(workflow_id="run-2", status="failed", error="boom"))
+    assert get_text_parts(failed.status.message.parts) == ["boom"]
+    assert not failed.artifacts
+
+
+def test_a_waiting_run_shows_its_prompt() -> None:
+    pending = PendingInput(
+        node_id="review", prompt="Approve?", ui_schema={"type": "object"}, requested_at="t"
+    )
+    task = task_from_run(RunDetail(workflow_id="run-3", status="paused", pending_input=pending))
+    assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert get_text_parts(task.status.message.parts) == ["Approve?"]
+    assert get_data_parts(task.status.message.parts)[0]["node_id"] == "review"
