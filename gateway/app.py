@@ -18,6 +18,7 @@ from fastapi.routing import APIRoute
 from temporalio.client import Client
 
 from gateway.a2a import install_a2a
+from gateway.a2a.push_watch import PushWatcher
 from gateway.access_log import install_access_log_redaction
 from gateway.auth.authenticator import Authenticator
 from gateway.body_limit import ContentLengthLimit
@@ -74,6 +75,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.authenticator = Authenticator(settings, keys=keys)
     app.state.limits = TenantLimits(bus.redis, settings)
     app.state.files = file_store
+    # A2A push notifications: follows watched tasks' runs (gateway.a2a.push_watch).
+    push_watcher = PushWatcher(app.state)
+    push_watcher.start()
     if settings.auth_disabled:
         log.warning(AUTH_DISABLED_BANNER)
     log.info(
@@ -86,6 +90,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     try:
         yield
     finally:
+        await push_watcher.stop()
         await hub.stop()
         await bus.close()
         await archive.close()

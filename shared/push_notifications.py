@@ -98,13 +98,16 @@ class PushConfig(BaseModel):
 
 
 class PushJob(BaseModel):
-    """One update to deliver: the event and how often delivery was tried."""
+    """One update to deliver: the event (or a ready body) and how often delivery was tried."""
 
-    event: TaskEvent
+    event: TaskEvent | None = None
+    payload: dict[str, Any] | None = Field(None, description="a ready body (A2A pushes)")
     attempts: int = 0
 
     def body(self) -> dict[str, Any]:
-        """Seed 003's callback body: the event data plus its type."""
+        """Seed 003's callback body (the event data plus its type), or the ready payload."""
+        if self.payload is not None or self.event is None:
+            return self.payload or {}
         return {"event": self.event.event, **self.event.data.model_dump(mode="json")}
 
 
@@ -169,8 +172,11 @@ class PushOutbox:
 
     async def enqueue(self, event: TaskEvent) -> bool:
         """Queue ``event`` if its tree has a push config; False when it has none."""
-        root = event.data.root_task_id
-        job = PushJob(event=event).model_dump_json()
+        return await self.enqueue_job(event.data.root_task_id, PushJob(event=event))
+
+    async def enqueue_job(self, root: str, push_job: PushJob) -> bool:
+        """Queue ``push_job`` under ``root`` if it has a push config; False when it has none."""
+        job = push_job.model_dump_json()
         queued = await self.redis.eval(  # type: ignore[misc]
             _ENQUEUE,
             3,

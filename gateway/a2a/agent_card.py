@@ -8,7 +8,7 @@ at ``/.well-known/agent-card.json`` (the A2A specification's path),
 up to 0.2). Both JSON-RPC interfaces point at the gateway's ``POST /``
 (``gateway.deps.base_url``: ``public_url`` when set, else the address the
 client used), one for protocol 1.0 and one for 0.3. Push notifications are
-not offered over A2A (``capabilities.pushNotifications`` false).
+offered (``capabilities.pushNotifications``: ``gateway.a2a.push_watch``).
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def build_card(base_url: str) -> AgentCard:
             ),
         ],
         provider=AgentProvider(organization="Spindle", url=base_url.rstrip("/")),
-        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        capabilities=AgentCapabilities(streaming=True, push_notifications=True),
         default_input_modes=["text/plain", "application/json"],
         default_output_modes=["text/plain", "application/json"],
         skills=list(SKILLS),

@@ -18,7 +18,9 @@ operation checks the caller's tenant like the REST routes do.
 - a blocking send returns when the run ends or asks for input; a stream ends
   there too;
 - get, cancel and subscribe address the run by its workflow id; list reads the
-  tenant's runs from the archive.
+  tenant's runs from the archive;
+- push notification configs (set / get / list / delete, or inline in a send)
+  are stored per task after the same tenant check (``push_watch``).
 """
 
 from __future__ import annotations
@@ -53,15 +55,17 @@ from a2a.types import (
 from a2a.utils.errors import (
     ExtendedAgentCardNotConfiguredError,
     InternalError,
-    PushNotificationNotSupportedError,
     TaskNotCancelableError,
+    TaskNotFoundError,
     UnsupportedOperationError,
 )
 from temporalio.service import RPCError
 
+from gateway.a2a.push_watch import PushConfigStore, protocol_of, validated
 from gateway.a2a.run_events import run_events, send_events
 from gateway.a2a.spindle_call import (
     CLOSE_WAIT,
+    SpindleCall,
     authorize,
     call_of,
     describe,
@@ -137,7 +141,7 @@ class SpindleRequestHandler(RequestHandler):
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> Task | Message:
         call = call_of(context)
-        events = send_events(params, call)
+        events = _with_inline_push(send_events(params, call), params, call, protocol_of(context))
         task: Task | None = None
         try:
             async with asyncio.timeout(BLOCKING_WAIT.total_seconds()):
@@ -156,7 +160,10 @@ class SpindleRequestHandler(RequestHandler):
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event, None]:
-        async for event in send_events(params, call_of(context)):
+        call = call_of(context)
+        async for event in _with_inline_push(
+            send_events(params, call), params, call, protocol_of(context)
+        ):
             yield event
 
     async def on_subscribe_to_task(
@@ -177,32 +184,80 @@ class SpindleRequestHandler(RequestHandler):
             async for event in run_events(call, params.id, follower):
                 yield event
 
-    # -- push notifications and the extended card: not offered ------------
+    # -- push notifications (``push_watch``) -------------------------------
 
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        raise PushNotificationNotSupportedError
+        call = call_of(context)
+        owner = await authorize(call, params.task_id, RunAction.CONTROL)
+        config = validated(params, params.task_id)
+        cursor = await call.state.bus.last_seq(params.task_id)  # read first: no gap
+        snapshot = task_from_run(await describe(call, params.task_id), owner.user_id)
+        await _push_store(call).put(
+            call.identity, config, snapshot=snapshot, cursor=cursor, protocol=protocol_of(context)
+        )
+        return config
 
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        raise PushNotificationNotSupportedError
+        call = call_of(context)
+        await authorize(call, params.task_id, RunAction.READ)
+        config = await _push_store(call).get(params.task_id, params.id)
+        if config is None:
+            raise TaskNotFoundError(
+                message=f"task '{params.task_id}' has no push notification config "
+                f"'{params.id or params.task_id}'"
+            )
+        return config
 
     async def on_list_task_push_notification_configs(
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> ListTaskPushNotificationConfigsResponse:
-        raise PushNotificationNotSupportedError
+        call = call_of(context)
+        await authorize(call, params.task_id, RunAction.READ)
+        configs = await _push_store(call).list(params.task_id)
+        return ListTaskPushNotificationConfigsResponse(configs=configs)
 
     async def on_delete_task_push_notification_config(
         self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
-        raise PushNotificationNotSupportedError
+        call = call_of(context)
+        await authorize(call, params.task_id, RunAction.CONTROL)
+        await _push_store(call).delete(params.task_id, params.id)
+
+    # -- the extended card: not offered ------------------------------------
 
     async def on_get_extended_agent_card(
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext
     ) -> AgentCard:
         raise ExtendedAgentCardNotConfiguredError
+
+
+def _push_store(call: SpindleCall) -> PushConfigStore:
+    return PushConfigStore(call.state.bus.redis)
+
+
+async def _with_inline_push(
+    events: AsyncGenerator[Event, None],
+    params: SendMessageRequest,
+    call: SpindleCall,
+    protocol: str,
+) -> AsyncGenerator[Event, None]:
+    """``events``, storing the request's inline push config once the task is known."""
+    inline = params.configuration.HasField("task_push_notification_config")
+    answered = params.message.task_id
+    # An answer resumes a run that already has messages: follow from before the answer.
+    cursor = await call.state.bus.last_seq(answered) if inline and answered else 0
+    async for event in events:
+        if inline and isinstance(event, Task):
+            inline = False
+            config = validated(params.configuration.task_push_notification_config, event.id)
+            await _push_store(call).put(
+                call.identity, config, snapshot=event, cursor=cursor, protocol=protocol
+            )
+        yield event
 
 
 def _apply(task: Task | None, event: Event) -> Task | None:

@@ -156,7 +156,7 @@ async def run_events(
             yield input_required_event(task_id, message)
             return
         if message.ends_conversation:
-            for event in await _final_events(call, task_id, message):
+            for event in await final_events(call, task_id, message):
                 yield event
             return
         progress = progress_event(task_id, message)
@@ -164,7 +164,7 @@ async def run_events(
             yield progress
 
 
-async def _final_events(
+async def final_events(
     call: SpindleCall, task_id: str, last: CompactMessage
 ) -> list[TaskStatusUpdateEvent | TaskArtifactUpdateEvent]:
     """How the run ended, from Temporal and the archive once the workflow closed."""
