@@ -282,17 +282,13 @@ async def cancel(params: dict[str, Any], ctx: RpcContext) -> dict[str, Any]:
     tracker = _tracker(ctx, store)
     if task.workflow_id and task.root_task_id:
         await _cancel_run(ctx, task.workflow_id)
-        members = await store.tasks.find(
-            {"tenant_id": tenant, "workflow_id": task.workflow_id}
-        ).to_list(None)
-        ids = [str(doc["_id"]) for doc in members]
-        meta = TaskRunMeta(
-            root_task_id=task.root_task_id,
-            nodes={node_id_of(i): i for i in ids},
-            task_ids=ids,
-        )
-        await tracker.run_finished(
-            tenant, meta, run_status="canceled", error=f"cancelled by {ctx.identity.user_id}"
+        await settle_run_tasks(
+            store,
+            tracker,
+            tenant,
+            task.workflow_id,
+            run_status="canceled",
+            error=f"cancelled by {ctx.identity.user_id}",
         )
     else:
         await tracker.transition(
@@ -301,6 +297,42 @@ async def cancel(params: dict[str, Any], ctx: RpcContext) -> dict[str, Any]:
     current = await store.find(tenant, task_id)
     status = current.status if current is not None else "cancelled"
     return {"task_id": task_id, "status": status}
+
+
+async def settle_run_tasks(
+    store: TaskStore,
+    tracker: TaskTracker,
+    tenant_id: str,
+    workflow_id: str,
+    *,
+    run_status: str,
+    error: str | None,
+) -> None:
+    """Give the tasks of a run that ended outside the worker their end (root last).
+
+    A cancelled run's worker settles them itself; a terminated run runs no more
+    code, so ``tasks.cancel`` and the REST terminate route settle them here.
+    """
+    members = await store.tasks.find({"tenant_id": tenant_id, "workflow_id": workflow_id}).to_list(
+        None
+    )
+    roots = {doc.get("root_task_id") for doc in members if doc.get("root_task_id")}
+    if len(roots) != 1:
+        return  # not a task run
+    ids = [str(doc["_id"]) for doc in members]
+    meta = TaskRunMeta(
+        root_task_id=str(roots.pop()), nodes={node_id_of(i): i for i in ids}, task_ids=ids
+    )
+    await tracker.run_finished(tenant_id, meta, run_status=run_status, error=error)
+
+
+async def settle_terminated_run(state: Any, tenant_id: str, workflow_id: str, reason: str) -> None:
+    """The REST terminate route's hook: the run's tasks (if any) become cancelled."""
+    store = getattr(state, "task_store", None) or TaskStore(state.archive.database)
+    tracker = TaskTracker(store, state.bus.redis)
+    await settle_run_tasks(
+        store, tracker, tenant_id, workflow_id, run_status="terminated", error=reason
+    )
 
 
 async def _cancel_run(ctx: RpcContext, workflow_id: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, Query, Response, status
+from fastapi import APIRouter, Body, Header, Query, Request, Response, status
 from pydantic import BaseModel, Field
 from temporalio.service import RPCError
 
@@ -26,6 +26,7 @@ from gateway.deps import (
 from gateway.problems import temporal_error
 from gateway.run_lookup import archived_run, describe_run, not_found
 from gateway.run_starter import start_run
+from gateway.task_execution import settle_terminated_run
 from gateway.temporal_runs import RPC_TIMEOUT, describe_workflow, is_open, run_status_of
 from shared.errors import Conflict
 from shared.messages import AgentMessageType, create_compact_message
@@ -182,6 +183,7 @@ async def cancel_run(
 )
 async def terminate_run(
     workflow_id: str,
+    request: Request,
     *,
     run: ControllableRunDep,
     temporal: TemporalDep,
@@ -211,6 +213,11 @@ async def terminate_run(
         )
     except Exception as exc:
         log.error("run %s terminated but the archive was not updated: %s", workflow_id, exc)
+    try:
+        # A task run's documents: the terminated workflow cannot settle them itself.
+        await settle_terminated_run(request.app.state, run.tenant_id, workflow_id, reason)
+    except Exception as exc:
+        log.error("run %s terminated but its tasks were not updated: %s", workflow_id, exc)
     return Accepted(message="run terminated", workflow_id=workflow_id)
 
 
@@ -267,6 +274,7 @@ async def cancel_run_by_run_id(
 async def terminate_run_by_run_id(
     workflow_id: str,
     run_id: str,
+    request: Request,
     *,
     run: ControllableRunDep,
     temporal: TemporalDep,
@@ -275,5 +283,5 @@ async def terminate_run_by_run_id(
     body: Annotated[CancelRequest | None, Body()] = None,
 ) -> Accepted:
     return await terminate_run(
-        workflow_id, run=run, temporal=temporal, archive=archive, bus=bus, body=body
+        workflow_id, request, run=run, temporal=temporal, archive=archive, bus=bus, body=body
     )

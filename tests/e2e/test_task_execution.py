@@ -211,6 +211,35 @@ async def test_cancel_stops_a_running_tree(http: httpx.AsyncClient, stack: Spind
     assert ask["status"] == "cancelled"
 
 
+async def test_terminating_a_tree_run_over_rest_settles_its_tasks(
+    http: httpx.AsyncClient, stack: SpindleStack
+) -> None:
+    tree = [
+        ROOT,
+        {
+            "id": "ask",
+            "name": "ask",
+            "parent_id": "root",
+            "schemas": {"method": "prompt"},
+            "inputs": {"prompt": "Approve?"},
+        },
+    ]
+    started = await rpc(http, "tasks.execute", {"tasks": tree})
+    ids = await task_ids_by_name(http, started["root_task_id"])
+
+    async def asking() -> bool:
+        task = await rpc(http, "tasks.get", {"task_id": ids["ask"]})
+        return bool(task["status"] == "in_progress")
+
+    await eventually(asking, what="the prompt task waits", timeout=30, alive=stack.worker.alive)
+    reply = await http.post(f"/runs/{started['workflow_id']}/terminate", json={"reason": "stop"})
+    assert reply.status_code == 202, reply.text
+    # A terminated workflow runs no more code: the gateway settles its tasks.
+    for name in ("root", "ask"):
+        task = await rpc(http, "tasks.get", {"task_id": ids.get(name, started["root_task_id"])})
+        assert task["status"] == "cancelled", (name, task)
+
+
 async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, dict[str, Any]]]:
     name, data = "", ""
     async for line in response.aiter_lines():
