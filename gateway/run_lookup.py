@@ -25,7 +25,7 @@ from gateway.temporal_runs import (
     temporal_ui_url,
 )
 from shared.archive import RunArchive, RunRecord
-from shared.errors import NotFound
+from shared.errors import Conflict, NotFound, SpindleError
 from shared.run_models import DESCRIBE_QUERY, NodeReport, PendingInput, RunDescription
 from shared.settings import Settings
 
@@ -140,3 +140,17 @@ async def _archived_reports(archive: RunArchive, workflow_id: str) -> list[NodeR
         log.warning("archive node reports of %s failed: %s", workflow_id, exc)
         return []
     return [r if isinstance(r, NodeReport) else NodeReport.model_validate(r) for r in reports]
+
+
+async def closed_or_unknown(
+    temporal: Client, archive: RunArchive, workflow_id: str
+) -> SpindleError:
+    """Why a run refused an update: it has finished (409) or nobody knows it (404)."""
+    description = await describe_workflow(temporal, workflow_id)
+    if description is not None and not is_open(description):
+        return Conflict(
+            f"run '{workflow_id}' has already finished ({run_status_of(description).value})"
+        )
+    if description is None and await archived_run(archive, workflow_id) is not None:
+        return Conflict(f"run '{workflow_id}' has already finished")
+    return not_found(workflow_id)

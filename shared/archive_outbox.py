@@ -40,6 +40,7 @@ from pydantic import BaseModel, Field, ValidationError
 from pymongo.errors import ConnectionFailure, ExecutionTimeout, PyMongoError, WTimeoutError
 from redis.exceptions import RedisError
 
+from shared.background_loop import BackgroundLoop
 from shared.bus import StoredMessage
 from shared.run_models import NodeReport
 
@@ -298,9 +299,11 @@ class ArchiveOutbox:
 # -- the catch-up loop --------------------------------------------------------
 
 
-class ArchiveCatchUp:
+class ArchiveCatchUp(BackgroundLoop):
     """Drains an outbox into the archive in the background, backing off while
     MongoDB (or Redis) is down. One per worker process; ``start``/``stop``."""
+
+    name = "archive catch-up"
 
     def __init__(
         self,
@@ -314,18 +317,7 @@ class ArchiveCatchUp:
         self.archive = archive
         self.idle_seconds = idle_seconds
         self.backoff_max_seconds = backoff_max_seconds
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self.run(), name="archive catch-up")
-
-    async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        super().__init__()
 
     async def run(self) -> None:
         """Loop until cancelled."""

@@ -22,7 +22,6 @@ Keys (one hash tag so the Lua scripts run on Redis Cluster)::
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from typing import TYPE_CHECKING, Any, Literal
@@ -31,6 +30,7 @@ import httpx
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from shared.background_loop import BackgroundLoop
 from shared.errors import ValidationFailed
 from shared.task_events import TaskEvent
 
@@ -261,24 +261,15 @@ class PushOutbox:
         return False
 
 
-class PushDelivery:
+class PushDelivery(BackgroundLoop):
     """Drains a ``PushOutbox`` in the background (one per worker process)."""
+
+    name = "push delivery"
 
     def __init__(self, outbox: PushOutbox, *, idle_seconds: float = IDLE_POLL_SECONDS) -> None:
         self.outbox = outbox
         self.idle_seconds = idle_seconds
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self.run(), name="push delivery")
-
-    async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        super().__init__()
 
     async def run(self) -> None:
         """Loop until cancelled; Redis outages are waited out with backoff."""

@@ -38,7 +38,6 @@ Keys (the ``{push}`` hash tag of ``shared.push_notifications``)::
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -63,6 +62,7 @@ from gateway.a2a.task_mapping import (
     progress_event,
 )
 from gateway.message_history import stored_messages
+from shared.background_loop import BackgroundLoop
 from shared.identity import Identity
 from shared.messages import CompactMessage
 from shared.push_notifications import CONFIG_TTL_SECONDS, PushConfig, PushJob, PushOutbox
@@ -232,29 +232,20 @@ def _config_of(entry: dict[str, Any]) -> TaskPushNotificationConfig:
     return ParseDict(entry["config"], TaskPushNotificationConfig())
 
 
-class PushWatcher:
+class PushWatcher(BackgroundLoop):
     """Follows watched tasks' runs and queues their A2A events (one per gateway process).
 
     Args:
         state: the gateway's ``app.state`` (bus, archive, temporal, settings).
     """
 
+    name = "a2a push watcher"
+
     def __init__(self, state: State) -> None:
         self.state = state
         self.store = PushConfigStore(state.bus.redis)
-        self._task: asyncio.Task[None] | None = None
+        super().__init__()
         self._idle: dict[str, int] = {}  # task id → polls in a row that found nothing
-
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self.run(), name="a2a push watcher")
-
-    async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
     async def run(self) -> None:
         """Loop until cancelled; a Redis outage is waited out."""

@@ -21,8 +21,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from gateway.deps import ArchiveDep, ControllableRunDep, IdentityDep, LimitsDep, TemporalDep
 from gateway.problems import temporal_error
-from gateway.run_lookup import archived_run, not_found
-from gateway.temporal_runs import describe_workflow, is_open, run_status_of
+from gateway.run_lookup import closed_or_unknown
 from shared.errors import Conflict, InputInvalid, NotFound, SpindleError, Unavailable
 from shared.identity import Identity
 from shared.run_models import USER_INPUT_UPDATE, SignalAck, UserInput
@@ -87,7 +86,7 @@ async def deliver_signal(
         ) from exc
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
-            raise await _closed_or_unknown(temporal, archive, workflow_id) from exc
+            raise await closed_or_unknown(temporal, archive, workflow_id) from exc
         raise temporal_error(exc) from exc
     return ack
 
@@ -155,16 +154,3 @@ def _errors_of(cause: ApplicationError) -> list[dict[str, Any]]:
         if isinstance(detail, dict) and isinstance(detail.get("errors"), list):
             return [e for e in detail["errors"] if isinstance(e, dict)]
     return []
-
-
-async def _closed_or_unknown(
-    temporal: TemporalDep, archive: ArchiveDep, workflow_id: str
-) -> SpindleError:
-    description = await describe_workflow(temporal, workflow_id)
-    if description is not None and not is_open(description):
-        return Conflict(
-            f"run '{workflow_id}' has already finished ({run_status_of(description).value})"
-        )
-    if description is None and await archived_run(archive, workflow_id) is not None:
-        return Conflict(f"run '{workflow_id}' has already finished")
-    return not_found(workflow_id)

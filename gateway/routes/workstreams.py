@@ -46,8 +46,7 @@ from gateway.deps import (
     TemporalDep,
 )
 from gateway.problems import temporal_error
-from gateway.run_lookup import archived_run, not_found
-from gateway.temporal_runs import describe_workflow, is_open, run_status_of
+from gateway.run_lookup import closed_or_unknown
 from shared.archive import RunArchive
 from shared.errors import Conflict, NotFound, SpindleError, Unavailable, ValidationFailed
 from shared.workstream_models import (
@@ -361,7 +360,7 @@ async def _update(
         ) from exc
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
-            raise await _closed_or_unknown(temporal, archive, workflow_id) from exc
+            raise await closed_or_unknown(temporal, archive, workflow_id) from exc
         raise temporal_error(exc) from exc
 
 
@@ -388,16 +387,3 @@ def _update_failure(
             return Conflict(f"run '{workflow_id}' does not support workstreams")
     log.error("%s update of %s failed: %r", name, workflow_id, cause)
     return SpindleError(f"the run could not take {name}: {cause}")
-
-
-async def _closed_or_unknown(
-    temporal: Client, archive: RunArchive, workflow_id: str
-) -> SpindleError:
-    description = await describe_workflow(temporal, workflow_id)
-    if description is not None and not is_open(description):
-        return Conflict(
-            f"run '{workflow_id}' has already finished ({run_status_of(description).value})"
-        )
-    if description is None and await archived_run(archive, workflow_id) is not None:
-        return Conflict(f"run '{workflow_id}' has already finished")
-    return not_found(workflow_id)
