@@ -25,8 +25,19 @@ from gateway.body_limit import ContentLengthLimit
 from gateway.catalog_cache import CatalogCache
 from gateway.limits import TenantLimits
 from gateway.problems import install_problem_handlers
-from gateway.routes import files, graphs, health, history, runs, signals, stream, workstreams
+from gateway.routes import (
+    bundle,
+    files,
+    graphs,
+    health,
+    history,
+    runs,
+    signals,
+    stream,
+    workstreams,
+)
 from gateway.routes import jsonrpc as jsonrpc_routes
+from gateway.routes import metrics as metrics_routes
 from shared.api_keys import ApiKeyStore
 from shared.archive import RunArchive
 from shared.bus import MessageBus
@@ -40,6 +51,7 @@ log = logging.getLogger(__name__)
 # @vertesia/client's WorkflowsApi addresses runs under this fixed prefix.
 VERTESIA_PREFIX = "/api/v1/workflows"
 STARTUP_TIMEOUT = 10.0
+SHUTDOWN_STEP_TIMEOUT = 5.0
 AUTH_DISABLED_BANNER = (
     "AUTHENTICATION IS OFF (SPINDLE_AUTH_DISABLED=true): every request acts as user "
     "'dev' of tenant 'default'. Never run like this where anyone else can connect."
@@ -90,12 +102,21 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     try:
         yield
     finally:
-        await push_watcher.stop()
-        await hub.stop()
-        await bus.close()
-        await archive.close()
-        await keys.close()
-        await file_store.close()
+        # Each bounded: a client stuck on a dead server must not keep the
+        # process from exiting when its orchestrator asks it to stop.
+        for name, closing in (
+            ("a2a push watcher", push_watcher.stop),
+            ("subscription hub", hub.stop),
+            ("redis", bus.close),
+            ("archive", archive.close),
+            ("api keys", keys.close),
+            ("file store", file_store.close),
+        ):
+            try:
+                async with asyncio.timeout(SHUTDOWN_STEP_TIMEOUT):
+                    await closing()
+            except Exception as exc:  # TimeoutError included
+                log.warning("shutdown: %s did not close cleanly: %r", name, exc)
 
 
 def _vertesia_operation_id(route: APIRoute) -> str:
@@ -127,6 +148,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_access_log_redaction()
 
     app.include_router(health.router)
+    app.include_router(metrics_routes.router)  # GET /metrics (Prometheus)
     install_a2a(app)  # public agent card; the A2A JSON-RPC bridge
     app.include_router(runs.router)
     app.include_router(graphs.router)
@@ -134,6 +156,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     per_run: list[APIRouter] = [
         # Before runs.by_run_router: /runs/{id}/workstreams is not a {run_id}.
         workstreams.router,
+        bundle.router,  # likewise: /runs/{id}/bundle
         history.router,
         stream.router,
         signals.router,

@@ -29,6 +29,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from gateway.limits import StreamLease
 from gateway.problems import spindle_problem
+from shared import metrics
 from shared.bus import LiveEvent, MessageBus, StoredMessage, stored_ts
 from shared.bus_hub import Subscription, SubscriptionHub, SubscriptionLost
 from shared.errors import Unavailable
@@ -150,6 +151,11 @@ class RunEventStream:
             raise
 
     @property
+    def resumed(self) -> bool:
+        """The client reconnected with a Last-Event-ID (header or query)."""
+        return self._cursor.after_seq is not None
+
+    @property
     def nothing_to_send(self) -> bool:
         """The conversation ended before this cursor: the stream would be empty."""
         return self.ended and not self._backlog
@@ -180,6 +186,7 @@ class RunEventStream:
         for start in range(0, len(backlog), BACKLOG_CHUNK):
             chunk = backlog[start : start + BACKLOG_CHUNK]
             await write(head + b"".join(frame(m.seq, m.raw) for m in chunk))
+            metrics.messages_delivered(len(chunk))
             head = b""
             self.last_sent = chunk[-1].seq
         if head:
@@ -205,12 +212,13 @@ class RunEventStream:
                     events.append(more)
             out = await self._frames(events)
             if out:
-                await write(out)
+                await write(b"".join(out))
+                metrics.messages_delivered(len(out))
             if self.ended:
                 return
             await self._refresh_lease(only_if_due=True)
 
-    async def _frames(self, events: list[LiveEvent]) -> bytes:
+    async def _frames(self, events: list[LiveEvent]) -> list[bytes]:
         out: list[bytes] = []
         for event in events:
             if event.seq <= self.last_sent:
@@ -235,7 +243,7 @@ class RunEventStream:
             if event.ends:
                 self.ended = True
                 break
-        return b"".join(out)
+        return out
 
     def _wanted(self, raw: bytes) -> bool:
         """With a ``since`` cursor only messages newer than it are sent."""
@@ -274,12 +282,15 @@ class EventStreamResponse(Response):
             error = Unavailable("the live message feed (Redis) is unavailable", retry_after=2)
             await spindle_problem(error, scope.get("path"))(scope, receive, send)
             return
+        counted = False
         try:
             if self.stream.nothing_to_send:
                 await send({"type": "http.response.start", "status": 204, "headers": []})
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
                 return
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            metrics.stream_opened(resumed=self.stream.resumed)
+            counted = True
 
             async def write(body: bytes) -> None:
                 await send({"type": "http.response.body", "body": body, "more_body": True})
@@ -302,6 +313,8 @@ class EventStreamResponse(Response):
             elif pump in done and not isinstance(pump.exception(), OSError):
                 log.error("stream %s failed: %r", self.stream.stream_id, pump.exception())
         finally:
+            if counted:
+                metrics.stream_closed()
             await self.stream.close()
 
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import logging
-
 import uvicorn
 
+from shared.logging_setup import configure_logging
 from shared.settings import get_settings
 
 # Open SSE streams never finish on their own: on shutdown give them this long,
@@ -19,10 +18,7 @@ KEEP_ALIVE_SECONDS = 75
 
 def main() -> None:
     settings = get_settings()
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(settings)
     uvicorn.run(
         "gateway.app:create_app",
         factory=True,
@@ -31,6 +27,8 @@ def main() -> None:
         loop="uvloop",
         http="httptools",
         log_level=settings.log_level.lower(),
+        # uvicorn's own loggers propagate to the root handler configure_logging set.
+        log_config=None,
         proxy_headers=True,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
         timeout_keep_alive=KEEP_ALIVE_SECONDS,

@@ -32,6 +32,7 @@ from gateway.temporal_runs import (
     new_workflow_id,
     temporal_ui_url,
 )
+from shared import metrics
 from shared.archive import RunArchive, RunRecord
 from shared.bus import MessageBus
 from shared.errors import NotFound
@@ -116,6 +117,7 @@ async def start_run(
     started = bool(getattr(start_reply, "started", True))
     response = _response(settings, base_url, workflow_id, run_id)
     if started:
+        metrics.run_started()
         await _record_start(
             archive,
             bus,

@@ -267,12 +267,46 @@ class Settings(BaseSettings):
         description="Activities one worker process runs at once",
         validation_alias=_env("WORKER_MAX_CONCURRENT_ACTIVITIES"),
     )
+    worker_metrics_port: int = Field(
+        9464,
+        ge=0,
+        le=65534,
+        description=(
+            "Port of the worker's Prometheus metrics (GET /metrics); the Temporal SDK's "
+            "own metrics are served on the next port; 0: off"
+        ),
+        validation_alias=_env("WORKER_METRICS_PORT"),
+    )
+    worker_metrics_host: str = Field(
+        "127.0.0.1",
+        description="Address the worker's metrics ports listen on (0.0.0.0 for a scraper)",
+        validation_alias=_env("WORKER_METRICS_HOST"),
+    )
 
     # Logging
     log_level: str = Field(
         "INFO",
         description="Log level of the worker and the gateway (DEBUG, INFO, WARNING, ERROR)",
         validation_alias=_env("LOG_LEVEL"),
+    )
+    log_format: Literal["auto", "json", "text"] = Field(
+        "auto",
+        description="Log line format: json, text, or auto (text on a terminal, else JSON lines)",
+        validation_alias=_env("LOG_FORMAT"),
+    )
+    log_redact_keys: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Extra key fragments whose values are masked in logged payloads "
+            "(token, secret, password, api_key, authorization always are); JSON list"
+        ),
+        validation_alias=_env("LOG_REDACT_KEYS"),
+    )
+    log_payload_max_chars: int = Field(
+        2000,
+        ge=16,
+        description="Longest payload snapshot in a log line, in characters",
+        validation_alias=_env("LOG_PAYLOAD_MAX_CHARS"),
     )
 
     @property

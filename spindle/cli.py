@@ -7,6 +7,8 @@
     spindle gateway                   the HTTP gateway alone (a deployment's gateway)
     spindle graphs register FILE...   validate and store graph definitions
     spindle graphs list               the registered graphs
+    spindle runs replay WORKFLOW_ID   replay a run's Temporal history with this code
+    spindle runs timeline WORKFLOW_ID a run's node executions, from the archive
 
 Each command lives in a ``_cmd_*`` function and is added by an ``_add_*``
 function, so a new command (``replay``, ``timeline``, ``keys``) is one more
@@ -218,8 +220,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_gateway(commands)
     _add_graphs(commands)
     from spindle.key_commands import add_keys_command
+    from spindle.run_commands import add_runs_command
 
     add_keys_command(commands)
+    add_runs_command(commands)
     return parser
 
 

@@ -94,6 +94,8 @@ def settings(temporal_server: TemporalDevServer, redis_url: str, mongo_url: str)
         "SPINDLE_TASK_QUEUE": "spindle-test",
         "SPINDLE_LLM_PROVIDER": "offline",
         "SPINDLE_SSE_KEEPALIVE_SECONDS": "1",
+        # Worker processes of the tests open no metrics port (two sessions could collide).
+        "SPINDLE_WORKER_METRICS_PORT": "0",
     }
     os.environ.update(values)
     return Settings()

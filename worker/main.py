@@ -20,12 +20,14 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from shared.logging_setup import configure_logging
 from shared.settings import Settings
 from shared.temporal_converter import data_converter
 from worker.activities import build_activities
 from worker.activities.artifacts import artifact_activities
 from worker.activities.workstream import workstream_activities
 from worker.llm.base import LlmProvider, provider_from_settings
+from worker.metrics_server import sdk_metrics_runtime, serve_metrics
 from worker.registry import build_catalog
 
 if TYPE_CHECKING:
@@ -147,6 +149,7 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
         settings.temporal_address,
         namespace=settings.temporal_namespace,
         data_converter=data_converter(settings),
+        runtime=sdk_metrics_runtime(settings),
     )
     bus = MessageBus.from_settings(settings)
     archive = RunArchive.from_settings(settings) if settings.archive_enabled else None
@@ -170,7 +173,7 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
                 logger.warning("cannot create MongoDB indexes: %s", exc)
         await publish_catalog(archive)
         worker = build_worker(client, settings, bus=bus, archive=archive, llm=llm)
-        async with worker:
+        async with worker, serve_metrics(settings):
             logger.info(
                 "worker polling task queue %r on Temporal %s (namespace %s); Redis %s; "
                 "MongoDB %s; LLM %s",
@@ -200,10 +203,7 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
 def main() -> None:
     """Entry point of ``python -m worker.main``."""
     settings = Settings()
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(settings)
     asyncio.run(run_worker(settings))
 
 

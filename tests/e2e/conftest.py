@@ -69,6 +69,8 @@ def subprocess_env(settings: Settings) -> dict[str, str]:
         "SPINDLE_MAX_BODY_BYTES": str(settings.max_body_bytes),
         "SPINDLE_MAX_UPLOAD_BYTES": str(settings.max_upload_bytes),
         "SPINDLE_LOG_LEVEL": "INFO",
+        # No worker metrics ports: parallel sessions would fight over them.
+        "SPINDLE_WORKER_METRICS_PORT": "0",
         "PYTHONUNBUFFERED": "1",
     }
 

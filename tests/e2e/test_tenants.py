@@ -36,6 +36,7 @@ pytestmark = pytest.mark.e2e
 PUBLIC = {
     ("GET", "/healthz"),
     ("GET", "/readyz"),
+    ("GET", "/metrics"),  # Prometheus scrape: counts only, no tenant data
     ("GET", "/graphs/schema"),
     # The A2A agent card (gateway/a2a/agent_card.py): discovery is public by design.
     ("GET", "/.well-known/agent-card.json"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,7 +43,13 @@ def spindle_part(name: str, tmp_path: Path, env: dict[str, str]) -> ManagedProce
 def stop_with_sigterm(process: ManagedProcess) -> int:
     assert process.proc is not None
     process.proc.send_signal(signal.SIGTERM)
-    return process.proc.wait(timeout=40)
+    try:
+        return process.proc.wait(timeout=40)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise AssertionError(
+            f"{process.name} did not stop within 40 s of SIGTERM:\n{process.log_tail()}"
+        ) from None
 
 
 async def test_spindle_worker_polls_its_task_queue_and_stops_on_sigterm(

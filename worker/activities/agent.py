@@ -15,6 +15,7 @@ import orjson
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from shared.logging_setup import bind_activity_log_context
 from shared.messages import AgentMessageType
 from shared.node_params import AgentParams
 from shared.run_models import NodeStatus
@@ -104,6 +105,7 @@ class AgentActivities:
         """Ask the model for its next message; post THOUGHT (tool calls) or ANSWER."""
         execution = turn.execution
         node = execution.node
+        bind_activity_log_context(node_id=node.id, node_type=node.type)
         poster = MessagePoster(self.bus, execution.run, archive=self.archive)
         await poster.announce_retry(f"agent {node.id} (turn {turn.turn})")
         await self.tasks.node_started(execution)
@@ -165,6 +167,7 @@ class AgentActivities:
         """Run one tool the model asked for; errors go back to the model as text."""
         execution = call_input.execution
         call = call_input.call
+        bind_activity_log_context(node_id=execution.node.id, node_type=execution.node.type)
         poster = MessagePoster(self.bus, execution.run, archive=self.archive)
         await poster.announce_retry(f"tool {call.name} for {execution.node.id}")
         await poster.post(

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import orjson
 from temporalio import activity
 
+from shared.logging_setup import bind_activity_log_context
 from shared.messages import AgentMessageType
 from shared.run_models import NodeStatus, RunStatus
 from worker.activities.models import (
@@ -52,6 +53,7 @@ class HitlActivities:
         """Post REQUEST_INPUT (prompt + uiSchema) and mark the run paused."""
         execution = request.execution
         pending = request.pending
+        bind_activity_log_context(node_id=execution.node.id, node_type=execution.node.type)
         poster = MessagePoster(self.bus, execution.run, archive=self.archive)
         await poster.announce_retry(f"prompt {pending.node_id}")
         await poster.post(
@@ -78,6 +80,7 @@ class HitlActivities:
         started = time.monotonic()
         execution = acceptance.execution
         user_input = acceptance.user_input
+        bind_activity_log_context(node_id=execution.node.id, node_type=execution.node.type)
         poster = MessagePoster(self.bus, execution.run, archive=self.archive)
         await poster.announce_retry(f"prompt {acceptance.pending.node_id}")
         text = user_input.message

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
 
+from shared import metrics
 from shared.messages import AgentMessageType
 from shared.run_models import RunStatus
 from worker.activities.models import FINISH_RUN, POST_MESSAGE, Empty, RunFinish, RunNotice
@@ -66,6 +67,8 @@ class LifecycleActivities:
         await poster.archive()
         # Task runs: every task still active gets its end, the root the run's.
         await self.tasks.run_finished(finish.run, status=status.value, error=finish.error)
+        # Last, so that a retried attempt that failed before here is not counted twice.
+        metrics.run_finished(finish.run.workflow_id, status.value)
         return Empty()
 
     @activity.defn(name=POST_MESSAGE)

@@ -15,6 +15,7 @@ from temporalio.exceptions import ApplicationError
 
 from shared.envelope import NodeMessage
 from shared.errors import ExecutorNotFound
+from shared.logging_setup import bind_activity_log_context
 from shared.run_models import NodeStatus
 from worker.activities.heartbeat import heartbeating
 from worker.activities.models import EXECUTE_NODE, NodeExecution, NodeOutcome
@@ -68,6 +69,7 @@ class NodeActivities:
     async def execute_node(self, execution: NodeExecution) -> NodeOutcome:
         """Resolve params, run the node type's implementation, report and archive."""
         node = execution.node
+        bind_activity_log_context(node_id=node.id, node_type=node.type)
         started = time.monotonic()
         poster = MessagePoster(self.bus, execution.run, archive=self.archive)
         await poster.announce_retry(f"node {node.id}")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from temporalio import activity
 
+from shared import metrics
 from shared.archive_outbox import SaveNodeReport, UpdateRun, archive_write
 from shared.envelope import NodeMessage, NodeMessageMeta, TraceStep
 from shared.run_models import NodeReport, NodeStatus
@@ -170,6 +171,9 @@ class RunRecorder:
         input: NodeMessage | None = None,
         output: NodeMessage | None = None,
     ) -> None:
+        metrics.node_executed(
+            execution.run.workflow_id, report.node_type, report.status.value, report.duration_ms
+        )
         if self.archive is None:
             return
         op = SaveNodeReport(
@@ -183,6 +187,8 @@ class RunRecorder:
     async def update_run(self, run: RunRef, **fields: Any) -> None:
         """Record a run's progress; creates the record from ``run`` if the
         gateway has not written it yet, so no update is lost to that race."""
+        if "pending_input" in fields:
+            _count_prompt(run.workflow_id, fields["pending_input"])
         if self.archive is None:
             return
         identity = {
@@ -192,3 +198,11 @@ class RunRecorder:
         }
         op = UpdateRun(workflow_id=run.workflow_id, create_with=identity, fields=fields)
         await archive_write(self.archive, op, outbox=self.outbox)
+
+
+def _count_prompt(workflow_id: str, pending: Any) -> None:
+    """``agent_items_queue_length``: a prompt is waiting while ``pending_input`` is set."""
+    if isinstance(pending, dict):
+        metrics.prompt_asked(workflow_id, str(pending.get("node_id", "")))
+    else:
+        metrics.prompts_answered(workflow_id)

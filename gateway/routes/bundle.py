@@ -1,0 +1,121 @@
+"""``GET /runs/{workflow_id}/bundle``: everything about one run, in one JSON document.
+
+For support and debugging: attach the bundle to a bug report and the run can be
+read (and its Temporal history replayed) without access to the servers. The
+document has four parts:
+
+* ``run``: the run as ``GET /runs/{workflow_id}`` describes it;
+* ``messages``: its stored messages, the compact JSON ``/updates`` serves;
+* ``node_reports``: the archived node reports, with their inputs and outputs;
+* ``history``: the Temporal event history as JSON (``temporal history``'s
+  format, what ``Replayer`` reads), or null once Temporal no longer keeps it.
+
+The history is returned whole, however long: a replay needs every event. A
+run of thousands of node executions makes a bundle of several megabytes.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+from fastapi import APIRouter
+from fastapi.responses import Response
+from pydantic import BaseModel, Field
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from gateway.api_models import RunDetail
+from gateway.deps import (
+    ArchiveDep,
+    BaseUrlDep,
+    BusDep,
+    ReadableRunDep,
+    SettingsDep,
+    TemporalDep,
+)
+from gateway.message_history import stored_messages
+from gateway.problems import temporal_error
+from gateway.run_lookup import describe_run
+from shared.archive import RunArchive
+
+log = logging.getLogger(__name__)
+
+router = APIRouter(tags=["runs"])
+
+
+class RunBundle(BaseModel):
+    """The shape of a bundle (documentation: the route writes the bytes itself)."""
+
+    run: RunDetail
+    messages: list[dict[str, Any]] = Field(description="stored compact messages, in seq order")
+    node_reports: list[dict[str, Any]] = Field(
+        description="archived node reports with input and output"
+    )
+    history: dict[str, Any] | None = Field(
+        description="Temporal event history JSON; null when Temporal no longer has the run"
+    )
+
+
+@router.get(
+    "/runs/{workflow_id}/bundle",
+    summary="A run's description, messages, node reports and Temporal history in one JSON",
+    responses={
+        200: {"model": RunBundle, "description": "the run bundle"},
+        401: {"description": "missing or invalid credentials (problem+json)"},
+        404: {"description": "unknown run (problem+json)"},
+        503: {"description": "Temporal, Redis or MongoDB unavailable; retry (problem+json)"},
+    },
+)
+async def get_run_bundle(
+    workflow_id: str,
+    *,
+    run: ReadableRunDep,
+    temporal: TemporalDep,
+    bus: BusDep,
+    archive: ArchiveDep,
+    settings: SettingsDep,
+    base_url: BaseUrlDep,
+) -> Response:
+    detail = await describe_run(
+        workflow_id, temporal=temporal, archive=archive, settings=settings, base_url=base_url
+    )
+    messages = await stored_messages(
+        workflow_id, bus=bus, archive=archive if settings.archive_enabled else None
+    )
+    reports = await _node_reports(archive, workflow_id) if settings.archive_enabled else []
+    history = await _history(temporal, workflow_id)
+    # Stored messages already are compact JSON: splice their bytes in unparsed.
+    body = b"".join(
+        (
+            b'{"run":',
+            detail.model_dump_json(by_alias=True).encode(),
+            b',"messages":[',
+            b",".join(m.raw for m in messages),
+            b'],"node_reports":',
+            orjson.dumps(reports, default=str),
+            b',"history":',
+            orjson.dumps(history),
+            b"}",
+        )
+    )
+    return Response(body, media_type="application/json", headers={"Cache-Control": "no-store"})
+
+
+async def _node_reports(archive: RunArchive, workflow_id: str) -> list[dict[str, Any]]:
+    try:
+        return await archive.node_reports(workflow_id)
+    except Exception as exc:
+        log.warning("archive node reports of %s failed: %s", workflow_id, exc)
+        return []
+
+
+async def _history(temporal: Client, workflow_id: str) -> dict[str, Any] | None:
+    try:
+        history = await temporal.get_workflow_handle(workflow_id).fetch_history()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return None  # past Temporal's retention: the archive still has the rest
+        raise temporal_error(exc) from exc
+    return history.to_json_dict()

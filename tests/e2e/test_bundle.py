@@ -1,0 +1,49 @@
+"""``GET /runs/{id}/bundle``: one document with the run, messages, reports, history."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.e2e.conftest import Caller, SpindleStack, client_for
+from tests.e2e.run_driver import start, updates, wait_for_status
+
+pytestmark = pytest.mark.e2e
+
+
+async def test_a_finished_runs_bundle_has_every_part(
+    http: httpx.AsyncClient,
+    examples: list[str],
+    stack: SpindleStack,
+    callers: dict[str, Caller],
+) -> None:
+    run = await start(http, graph="pipeline", input={"text": "Terrible outage, angry users"})
+    workflow_id = run["workflow_id"]
+    await wait_for_status(http, workflow_id, {"completed"})
+
+    reply = await http.get(f"/runs/{workflow_id}/bundle")
+    assert reply.status_code == 200, reply.text
+    bundle = reply.json()
+    assert set(bundle) == {"run", "messages", "node_reports", "history"}
+
+    assert bundle["run"]["workflow_id"] == workflow_id
+    assert bundle["run"]["status"] == "completed"
+    assert bundle["run"]["output"]["priority"] == "high"
+    assert bundle["messages"] == await updates(http, run)
+    reported = {r["node_id"]: r for r in bundle["node_reports"]}
+    assert reported["keywords"]["status"] == "SUCCESS"
+    assert set(reported) == {r["node_id"] for r in bundle["run"]["node_reports"]}
+    events = bundle["history"]["events"]
+    assert events[0]["eventType"] == "EVENT_TYPE_WORKFLOW_EXECUTION_STARTED"
+    assert events[-1]["eventType"] == "EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED"
+
+    async with client_for(stack, callers["mallory"]) as other_tenant:
+        hidden = await other_tenant.get(f"/runs/{workflow_id}/bundle")
+    assert hidden.status_code == 404
+    assert hidden.headers["content-type"].startswith("application/problem+json")
+
+
+async def test_an_unknown_runs_bundle_is_404(http: httpx.AsyncClient, unique: str) -> None:
+    reply = await http.get(f"/runs/no-such-run-{unique}/bundle")
+    assert reply.status_code == 404
+    assert reply.headers["content-type"].startswith("application/problem+json")
