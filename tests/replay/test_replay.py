@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from temporalio import workflow
 
-from shared.run_models import GRAPH_RUN_WORKFLOW, GraphRunInput, GraphRunResult
+from tests.replay.drifted import DriftedGraphRun
 from worker.replay import load_history, replay_histories
 from worker.replay import main as replay_main
-from worker.workflows.graph_run import GraphRun
-
-with workflow.unsafe.imports_passed_through():
-    from worker.activities.models import NodeOutcome
-    from worker.workflows.scheduler import Activation
 
 pytestmark = pytest.mark.workflow
 
-# No resolve(): the sandbox re-imports this module (it defines a workflow class).
 HISTORIES = Path(__file__).parent.parent / "histories"
 EXAMPLES = ("approval-flow", "delegation", "pipeline", "research-agent")
 
@@ -37,25 +29,6 @@ def test_every_example_has_a_recorded_history() -> None:
 async def test_recorded_histories_replay_with_the_current_workflow() -> None:
     failures = await replay_histories(history_files())
     assert failures == [], "\n".join(f"{f.source}: {f.error}" for f in failures)
-
-
-@workflow.defn(name=GRAPH_RUN_WORKFLOW)
-class DriftedGraphRun(GraphRun):
-    """GraphRun as someone might "improve" it: nodes now run a renamed activity."""
-
-    @workflow.run
-    async def run(self, run_input: GraphRunInput) -> GraphRunResult:
-        return await super().run(run_input)
-
-    async def _execute(self, activation: Activation) -> NodeOutcome:
-        outcome: NodeOutcome = await workflow.execute_activity(
-            "execute_node_v2",
-            activation.node_id,
-            result_type=NodeOutcome,
-            activity_id=f"{activation.node_id}.{activation.visit}",
-            start_to_close_timeout=timedelta(seconds=30),
-        )
-        return outcome
 
 
 async def test_a_non_deterministic_change_is_detected() -> None:

@@ -1,0 +1,38 @@
+"""A ``GraphRun`` as someone might "improve" it, for the replay drift test.
+
+Its own module, free of pytest: the workflow sandbox re-imports the module that
+defines a workflow, and importing pytest there races with other threads'
+imports (seen as a KeyError in importlib's module locks).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+
+from shared.run_models import GRAPH_RUN_WORKFLOW, GraphRunInput, GraphRunResult
+from worker.workflows.graph_run import GraphRun
+
+with workflow.unsafe.imports_passed_through():
+    from worker.activities.models import NodeOutcome
+    from worker.workflows.scheduler import Activation
+
+
+@workflow.defn(name=GRAPH_RUN_WORKFLOW)
+class DriftedGraphRun(GraphRun):
+    """GraphRun as someone might "improve" it: nodes now run a renamed activity."""
+
+    @workflow.run
+    async def run(self, run_input: GraphRunInput) -> GraphRunResult:
+        return await super().run(run_input)
+
+    async def _execute(self, activation: Activation) -> NodeOutcome:
+        outcome: NodeOutcome = await workflow.execute_activity(
+            "execute_node_v2",
+            activation.node_id,
+            result_type=NodeOutcome,
+            activity_id=f"{activation.node_id}.{activation.visit}",
+            start_to_close_timeout=timedelta(seconds=30),
+        )
+        return outcome
