@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI
@@ -44,6 +44,7 @@ from shared.bus import MessageBus
 from shared.bus_hub import SubscriptionHub
 from shared.file_store import FileStore
 from shared.settings import Settings, get_settings
+from shared.telemetry import setup_tracing, temporal_interceptors
 from shared.temporal_converter import data_converter
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         namespace=settings.temporal_namespace,
         data_converter=data_converter(settings),
         lazy=True,
+        # Starts of runs join the request's trace (none when tracing is off).
+        interceptors=temporal_interceptors(app.state.tracer_provider),
     )
     bus = MessageBus.from_settings(settings)
     hub = SubscriptionHub(bus.redis)
@@ -111,12 +114,22 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             ("archive", archive.close),
             ("api keys", keys.close),
             ("file store", file_store.close),
+            ("tracing", _flush_traces(app)),
         ):
             try:
                 async with asyncio.timeout(SHUTDOWN_STEP_TIMEOUT):
                     await closing()
             except Exception as exc:  # TimeoutError included
                 log.warning("shutdown: %s did not close cleanly: %r", name, exc)
+
+
+def _flush_traces(app: FastAPI) -> Callable[[], Awaitable[None]]:
+    async def flush() -> None:
+        provider = app.state.tracer_provider
+        if provider is not None:
+            await asyncio.to_thread(provider.shutdown)
+
+    return flush
 
 
 def _vertesia_operation_id(route: APIRoute) -> str:
@@ -137,6 +150,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
+    # OTEL_* environment variables turn tracing on (shared.telemetry).
+    app.state.tracer_provider = setup_tracing("spindle-gateway", settings)
+    if app.state.tracer_provider is not None:
+        from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+
+        FastAPIInstrumentor.instrument_app(app, tracer_provider=app.state.tracer_provider)
     # Fail at build time, not at the first request, when auth is misconfigured.
     Authenticator(settings, keys=None)
     install_problem_handlers(app)

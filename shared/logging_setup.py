@@ -2,8 +2,9 @@
 
 ``configure_logging(settings)`` replaces the root handlers once per process
 (worker, gateway, CLI). Each record carries ``ts``, ``level``, ``logger``,
-``message`` and, when known, the ``runId`` / ``nodeId`` / ``nodeType`` of the
-node being executed: activities call :func:`bind_log_context` on entry and
+``message``, the ``traceId`` / ``spanId`` of the current OpenTelemetry span
+when there is one (JSON only) and, when known, the ``runId`` / ``nodeId`` /
+``nodeType`` of the node being executed: activities call :func:`bind_log_context` on entry and
 the values live in a ``contextvars`` context, so concurrent activities of one
 worker never see each other's ids.
 
@@ -21,6 +22,8 @@ import sys
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, Literal, TextIO
+
+from opentelemetry import trace
 
 from shared.settings import Settings
 
@@ -99,6 +102,17 @@ def payload_snapshot(value: Any, *, redact_keys: Iterable[str] = (), limit: int)
     return text
 
 
+def _trace_ids() -> dict[str, str]:
+    """``traceId`` / ``spanId`` of the current OpenTelemetry span, if there is one."""
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return {}
+    return {
+        "traceId": trace.format_trace_id(context.trace_id),
+        "spanId": trace.format_span_id(context.span_id),
+    }
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per record."""
 
@@ -115,6 +129,7 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
         }
         entry.update(_context.get() or {})
+        entry.update(_trace_ids())
         if "payload" in record.__dict__:
             entry["payload"] = payload_snapshot(
                 record.__dict__["payload"],

@@ -22,6 +22,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from shared.logging_setup import configure_logging
 from shared.settings import Settings
+from shared.telemetry import setup_tracing, temporal_interceptors
 from shared.temporal_converter import data_converter
 from worker.activities import build_activities
 from worker.activities.artifacts import artifact_activities
@@ -49,6 +50,8 @@ PASSTHROUGH_MODULES = (
     "jsonschema_specifications",
     "orjson",
     "yaml",
+    # Tracing state (current span, context vars) must be the worker's, not a copy.
+    "opentelemetry",
 )
 DRAIN_TIMEOUT = timedelta(seconds=30)
 
@@ -145,11 +148,15 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
 
+    tracer_provider = setup_tracing("spindle-worker", settings)
     client = await Client.connect(
         settings.temporal_address,
         namespace=settings.temporal_namespace,
         data_converter=data_converter(settings),
         runtime=sdk_metrics_runtime(settings),
+        # Workers inherit client interceptors: workflow and activity spans join
+        # the trace of the request that started the run.
+        interceptors=temporal_interceptors(tracer_provider),
     )
     bus = MessageBus.from_settings(settings)
     archive = RunArchive.from_settings(settings) if settings.archive_enabled else None
@@ -198,6 +205,8 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
         await bus.close()
         if archive is not None:
             await archive.close()
+        if tracer_provider is not None:
+            await asyncio.to_thread(tracer_provider.shutdown)
 
 
 def main() -> None:

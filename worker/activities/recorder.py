@@ -20,6 +20,7 @@ from shared import metrics
 from shared.archive_outbox import SaveNodeReport, UpdateRun, archive_write
 from shared.envelope import NodeMessage, NodeMessageMeta, TraceStep
 from shared.run_models import NodeReport, NodeStatus
+from shared.telemetry import annotate_node_span, item_count
 from worker.activities.models import NodeExecution, RunRef
 
 if TYPE_CHECKING:
@@ -173,6 +174,14 @@ class RunRecorder:
     ) -> None:
         metrics.node_executed(
             execution.run.workflow_id, report.node_type, report.status.value, report.duration_ms
+        )
+        annotate_node_span(
+            run_id=execution.run.workflow_id,
+            node_id=report.node_id,
+            node_type=report.node_type,
+            status=report.status.value,
+            item_count=item_count(output.payload) if output is not None else 1,
+            duration_ms=report.duration_ms,
         )
         if self.archive is None:
             return

@@ -1,0 +1,191 @@
+"""OpenTelemetry traces of a run on the real dev server, and log lines that name them.
+
+A client with ``shared.telemetry.temporal_interceptors`` starts a small graph on
+a worker built from that client (as ``python -m worker.main`` does): the start,
+the workflow and every node's activity share one trace; node spans carry seed
+001's attributes; a JSON log line written inside a node names the trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from temporalio.client import Client
+
+from shared.archive import RunArchive
+from shared.bus import MessageBus
+from shared.graph_spec import parse_graph
+from shared.logging_setup import build_handler
+from shared.run_models import (
+    GRAPH_RUN_WORKFLOW,
+    GraphRunInput,
+    GraphRunResult,
+    NodeStatus,
+    RunStatus,
+)
+from shared.settings import Settings
+from shared.telemetry import setup_tracing, temporal_interceptors
+from shared.temporal_converter import data_converter
+from tests.polling import eventually
+from worker.main import build_worker
+from worker.registry import NodeContext, NodeResult, node_type
+
+pytestmark = pytest.mark.integration
+
+NODE_LOG = logging.getLogger("tests.tracing.node")
+
+
+@node_type("test_traced_items")
+async def traced_items(ctx: NodeContext) -> NodeResult:
+    """Logs one line and returns three items."""
+    NODE_LOG.info("making three items")
+    return NodeResult(data=["a", "b", "c"])
+
+
+@pytest.fixture
+def spans() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
+
+
+@pytest.fixture
+async def traced_client(settings: Settings, spans: InMemorySpanExporter) -> AsyncIterator[Client]:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    client = await Client.connect(
+        settings.temporal_address,
+        namespace=settings.temporal_namespace,
+        data_converter=data_converter(settings),
+        interceptors=temporal_interceptors(provider),
+    )
+    yield client
+    provider.shutdown()
+
+
+@pytest.fixture
+def node_log_lines(settings: Settings) -> Iterator[io.StringIO]:
+    lines = io.StringIO()
+    handler = build_handler(settings.model_copy(update={"log_format": "json"}), lines)
+    NODE_LOG.addHandler(handler)
+    NODE_LOG.setLevel(logging.INFO)
+    yield lines
+    NODE_LOG.removeHandler(handler)
+
+
+def named(spans: list[ReadableSpan], prefix: str) -> list[ReadableSpan]:
+    return [span for span in spans if span.name.startswith(prefix)]
+
+
+def attributes(span: ReadableSpan) -> dict[str, Any]:
+    return dict(span.attributes or {})
+
+
+async def test_one_run_is_one_trace_with_a_span_per_node(
+    traced_client: Client,
+    settings: Settings,
+    spans: InMemorySpanExporter,
+    node_log_lines: io.StringIO,
+) -> None:
+    queue = f"tracing-{uuid.uuid4().hex[:8]}"
+    graph = parse_graph(
+        {
+            "name": "traced",
+            "entry": "make",
+            "nodes": [{"id": "make", "type": "test_traced_items"}, {"id": "out", "type": "output"}],
+            "edges": [{"from": "make", "to": "out"}],
+        }
+    )
+    bus = MessageBus.from_settings(settings)
+    archive = RunArchive.from_settings(settings)
+    run_id = f"traced-{uuid.uuid4().hex[:10]}"
+    try:
+        async with build_worker(
+            traced_client, settings, bus=bus, archive=archive, task_queue=queue
+        ):
+            handle = await traced_client.start_workflow(
+                GRAPH_RUN_WORKFLOW,
+                GraphRunInput(graph=graph),
+                id=run_id,
+                task_queue=queue,
+                result_type=GraphRunResult,
+            )
+            result: GraphRunResult = await asyncio.wait_for(handle.result(), 30)
+    finally:
+        await bus.close()
+        await archive.close()
+    assert result.status == RunStatus.COMPLETED
+
+    def node_spans() -> list[ReadableSpan]:
+        # Other activities (run bookkeeping) have spans too, without a nodeId.
+        activities = named(list(spans.get_finished_spans()), "RunActivity:")
+        found = [s for s in activities if "nodeId" in attributes(s)]
+        return found if len(found) >= 2 else []
+
+    activity_spans = await eventually(node_spans, what="both node spans exported", timeout=5)
+    finished = list(spans.get_finished_spans())
+    [start] = named(finished, "StartWorkflow:")
+    [workflow] = named(finished, "RunWorkflow:")
+    trace_id = start.context.trace_id
+    assert workflow.context.trace_id == trace_id
+    activities = named(finished, "RunActivity:")
+    assert {s.context.trace_id for s in activities} == {trace_id}
+
+    by_node: dict[Any, Any] = {attributes(s)["nodeId"]: attributes(s) for s in activity_spans}
+    assert sorted(by_node) == ["make", "out"] and len(activity_spans) == 2
+    make = by_node["make"]
+    assert (make["nodeType"], make["status"], make["itemCount"]) == (
+        "test_traced_items",
+        NodeStatus.SUCCESS.value,
+        3,
+    )
+    assert make["runId"] == run_id and make["durationMs"] >= 0
+    assert (by_node["out"]["nodeType"], by_node["out"]["status"]) == (
+        "output",
+        NodeStatus.SUCCESS.value,
+    )
+    assert by_node["out"]["itemCount"] >= 1
+
+    [line] = [json.loads(text) for text in node_log_lines.getvalue().splitlines()]
+    assert line["message"] == "making three items"
+    assert line["traceId"] == f"{trace_id:032x}"
+    [make_span] = [s for s in activity_spans if attributes(s)["nodeId"] == "make"]
+    assert line["spanId"] == f"{make_span.context.span_id:016x}"
+
+
+def test_tracing_is_off_without_an_endpoint(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+    assert setup_tracing("spindle-test", settings) is None
+    assert temporal_interceptors(None) == []
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    assert setup_tracing("spindle-test", settings) is None
+
+
+def test_an_endpoint_turns_tracing_on_under_the_configured_service_name(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://127.0.0.1:9/v1/traces")
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "spindle-traced")
+    # Keep the session's global tracer provider as it is.
+    monkeypatch.setattr(trace, "set_tracer_provider", lambda provider: None)
+    provider = setup_tracing("spindle-test", settings)
+    assert provider is not None
+    try:
+        assert provider.resource.attributes["service.name"] == "spindle-traced"
+        assert len(temporal_interceptors(provider)) == 1
+    finally:
+        provider.shutdown()
