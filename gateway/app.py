@@ -28,6 +28,7 @@ from gateway.problems import install_problem_handlers
 from gateway.routes import (
     bundle,
     files,
+    fork,
     graphs,
     health,
     history,
@@ -177,6 +178,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         workstreams.router,
         bundle.router,  # likewise: /runs/{id}/bundle
         history.router,
+        fork.router,  # before runs.by_run_router: /runs/{id}/fork is not a {run_id}
         stream.router,
         signals.router,
         runs.by_run_router,

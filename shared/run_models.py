@@ -57,6 +57,13 @@ class PendingInput(BaseModel):
     requested_at: str
 
 
+class ReplayedNode(BaseModel):
+    """A node's recorded outcome that a forked run reuses instead of running it."""
+
+    output: Any = None
+    meta: dict[str, Any] = Field(default_factory=dict, description="metadata it propagated")
+
+
 class GraphRunInput(BaseModel):
     """Everything a run needs: the graph, its input and shared context."""
 
@@ -70,6 +77,11 @@ class GraphRunInput(BaseModel):
         None, description="message stream to post to; default: this workflow's id"
     )
     workstream_id: str = "main"
+    replayed_outputs: dict[str, ReplayedNode] = Field(
+        default_factory=dict,
+        description="fork: node id → recorded outcome; these nodes complete without running",
+    )
+    fork_of: str | None = Field(None, description="fork: the workflow id whose outputs are reused")
 
 
 class GraphRunResult(BaseModel):

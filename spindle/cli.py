@@ -219,11 +219,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_worker(commands)
     _add_gateway(commands)
     _add_graphs(commands)
+    from spindle.archive_commands import add_archive_command
     from spindle.key_commands import add_keys_command
     from spindle.run_commands import add_runs_command
 
     add_keys_command(commands)
     add_runs_command(commands)
+    add_archive_command(commands)
     return parser
 
 

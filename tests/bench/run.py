@@ -1,6 +1,7 @@
 """Spindle benchmark: one command, one run, ratios against raw floors.
 
-    .venv/bin/python -m tests.bench.run [--only nodes|sse|updates|load|workstreams|jsonrpc]
+    .venv/bin/python -m tests.bench.run
+        [--only nodes|sse|updates|load|workstreams|jsonrpc|telemetry]
         [--nodes 50] [--messages 300] [--repeat 3] [--load-runs 200] [--load-concurrency N]
         [--ws-launches 20] [--ws-levels 5,10,20,30,40,50,75,100]
 
@@ -18,6 +19,9 @@ loopback ports, then prints (each section, or those chosen with ``--only``):
 - ``jsonrpc``: ``tasks.create``/``tasks.get`` requests per second against a bare
   gateway round trip, and ``tasks.execute`` of a 20-task tree against one graph
   run of the same 20 nodes (see ``tests.bench.jsonrpc``).
+- ``telemetry``: ms per node of the same chain with archive, tracing (OTLP/HTTP
+  to a local dummy receiver) and metrics on vs all off, and their ratio (see
+  ``tests.bench.telemetry``).
 
 Figures are printed and written to ``test-artifacts/bench.json``; nothing here
 asserts a time (speed is reported, never tested), except that the load run must
@@ -52,6 +56,7 @@ from tests.bench.floor import BareActivities, NoopBatch, bench_noop, redis_pubsu
 from tests.bench.jsonrpc import bench_jsonrpc
 from tests.bench.load import LOAD_INPUTS, LoadBudgetExceeded, LoadErrors, LoadOptions, bench_load
 from tests.bench.stack import bench_stack
+from tests.bench.telemetry import bench_telemetry
 from tests.bench.workstreams import (
     WorkstreamBenchOptions,
     WorkstreamBudgetExceeded,
@@ -59,7 +64,7 @@ from tests.bench.workstreams import (
 )
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-SECTIONS = ("nodes", "sse", "updates", "load", "workstreams", "jsonrpc")
+SECTIONS = ("nodes", "sse", "updates", "load", "workstreams", "jsonrpc", "telemetry")
 
 
 def pct(values: list[float], q: float) -> float:
@@ -275,6 +280,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             results["workstreams"] = await bench_workstreams(stack, client, ws_options)
         if "jsonrpc" in chosen:
             results["jsonrpc"] = await bench_jsonrpc(stack, client)
+        if "telemetry" in chosen:
+            results["telemetry"] = await bench_telemetry(
+                client, settings, chain_graph(args.nodes), nodes=args.nodes, repeat=args.repeat
+            )
     return results
 
 

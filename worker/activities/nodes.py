@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
@@ -37,22 +38,28 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def as_node_result(value: Any, node_id: str) -> NodeResult:
+_warned_raw_types: set[str] = set()
+
+
+def as_node_result(value: Any, node_type: str) -> NodeResult:
     """A node's return value as a NodeResult.
 
-    A bare value is a legacy raw output (seed 000): it is wrapped (and logged as
-    deprecated); a NodeMessage envelope contributes its payload and port.
+    A bare value is a legacy raw output (seed 000): it becomes the payload of the
+    node's NodeMessage envelope, with a deprecation warning logged once per node
+    type per process; a NodeMessage envelope contributes its payload and port.
     """
     if isinstance(value, NodeResult):
         return value
     if isinstance(value, NodeMessage):
         return NodeResult(data=value.payload, ports=[value.from_port] if value.from_port else [])
-    logger.warning(
-        "node %s returned a raw %s; wrapping it in a NodeMessage envelope. "
-        "Raw node outputs are deprecated: return NodeResult(data=...)",
-        node_id,
-        type(value).__name__,
-    )
+    if node_type not in _warned_raw_types:
+        _warned_raw_types.add(node_type)
+        message = (
+            f"node type {node_type!r} returned a raw {type(value).__name__}; wrapping it in a "
+            "NodeMessage envelope. Raw node outputs are deprecated: return NodeResult(data=...)"
+        )
+        warnings.warn(message, DeprecationWarning, stacklevel=2)
+        logger.warning(message)
     return NodeResult(data=value)
 
 
@@ -100,7 +107,7 @@ class NodeActivities:
         try:
             async with heartbeating(node.id):
                 value = await node_type.run(ctx)
-            result = as_node_result(value, node.id)
+            result = as_node_result(value, node.type)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             report = build_report(

@@ -186,7 +186,31 @@ class GraphRun(WorkstreamHandlers):
             await self._post_warning(warning)
         for activation in advance.ready:
             self._started[activation.node_id] = workflow.now()
+            reused = self._reused_outcome(activation)
+            if reused is not None:
+                # A fork: the source run's output stands in; no activity runs.
+                self._completions.append(_Completion(activation, reused, None))
+                continue
             self._tasks[activation.node_id] = asyncio.create_task(self._node_task(activation))
+
+    def _reused_outcome(self, activation: Activation) -> NodeOutcome | None:
+        """The recorded outcome of a node a fork reuses (first visit only), else None."""
+        replayed = self._input.replayed_outputs
+        if activation.visit != 1 or activation.node_id not in replayed:
+            return None
+        node = self._graph.node(activation.node_id)
+        recorded = replayed[node.id]
+        return NodeOutcome(
+            output=recorded.output,
+            meta=recorded.meta,
+            report=NodeReport(
+                node_id=node.id,
+                node_type=node.type,
+                status=NodeStatus.SUCCESS,
+                started_at=workflow.now().isoformat(),
+                output_summary=f"reused from {self._input.fork_of or 'the source run'}",
+            ),
+        )
 
     async def _node_task(self, activation: Activation) -> None:
         try:

@@ -1,0 +1,110 @@
+"""``spindle archive prune`` as a user runs it, against the session's Mongo wire server."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+import pytest
+
+from shared.archive import RunArchive, RunRecord, utcnow
+from shared.bus import StoredMessage
+from shared.run_models import NodeReport, NodeStatus
+from shared.settings import Settings
+from spindle.processes import bin_path
+
+pytestmark = pytest.mark.integration
+
+DB = "spindle_prune"
+
+
+def spindle(mongo_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SPINDLE_MONGO_URL": mongo_url, "SPINDLE_MONGO_DB": DB}
+    return subprocess.run(
+        [bin_path("spindle"), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+
+@pytest.fixture
+async def archive(mongo_url: str) -> AsyncIterator[RunArchive]:
+    archive = RunArchive.from_settings(Settings(mongo_url=mongo_url, mongo_db=DB))
+    await archive.ensure_indexes()
+    yield archive
+    await archive.close()
+
+
+async def seed_run(archive: RunArchive, *, age_days: float, messages: int) -> str:
+    """A finished run created ``age_days`` ago, with messages and one node report."""
+    workflow_id = f"prune-{uuid.uuid4().hex[:12]}"
+    created = utcnow() - timedelta(days=age_days)
+    await archive.create_run(
+        RunRecord(
+            workflow_id=workflow_id,
+            run_id="r1",
+            graph_name="g",
+            status="completed",
+            created_at=created,
+            updated_at=created,
+        )
+    )
+    await archive.save_messages(
+        workflow_id,
+        [
+            StoredMessage(seq, 1_700_000_000_000 + seq, b'{"m":"hi"}')
+            for seq in range(1, messages + 1)
+        ],
+    )
+    await archive.save_node_report(
+        workflow_id, NodeReport(node_id="a", node_type="tool", status=NodeStatus.SUCCESS)
+    )
+    return workflow_id
+
+
+async def test_prune_deletes_old_runs_with_their_messages_and_reports(
+    archive: RunArchive, mongo_url: str
+) -> None:
+    old = await seed_run(archive, age_days=40, messages=3)
+    older = await seed_run(archive, age_days=400, messages=2)
+    recent = await seed_run(archive, age_days=1, messages=4)
+    # Earlier runs of this test may have left nothing old behind; count from here.
+    before = await archive.runs.count_documents(
+        {"created_at": {"$lt": utcnow() - timedelta(days=30)}}
+    )
+    assert before == 2
+
+    dry = spindle(mongo_url, "archive", "prune", "--older-than-days", "30", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.strip() == "would delete 2 runs, 5 messages, 2 node reports"
+    assert await archive.get_run(old) is not None
+
+    done = spindle(mongo_url, "archive", "prune", "--older-than-days", "30")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "deleted 2 runs, 5 messages, 2 node reports"
+
+    for gone in (old, older):
+        assert await archive.get_run(gone) is None
+        assert await archive.messages(gone) == []
+        assert await archive.node_reports(gone) == []
+    kept = await archive.get_run(recent)
+    assert kept is not None and kept.status == "completed"
+    assert len(await archive.messages(recent)) == 4
+    assert len(await archive.node_reports(recent)) == 1
+
+    # Nothing is old enough any more: a second prune deletes nothing.
+    again = spindle(mongo_url, "archive", "prune", "--older-than-days", "30")
+    assert again.stdout.strip() == "deleted 0 runs, 0 messages, 0 node reports"
+    await archive.runs.delete_many({"_id": recent})
+
+
+def test_prune_refuses_a_negative_age(mongo_url: str) -> None:
+    result = spindle(mongo_url, "archive", "prune", "--older-than-days", "-1")
+    assert result.returncode == 2
+    assert "must be 0 or more" in result.stderr
