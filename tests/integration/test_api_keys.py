@@ -4,7 +4,6 @@ against the session's real MongoDB wire server."""
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
 import uuid
 from collections.abc import AsyncIterator
@@ -14,7 +13,7 @@ import pytest
 from shared.api_keys import ApiKeyStore
 from shared.errors import NotFound, ValidationFailed
 from shared.settings import Settings
-from spindle.processes import bin_path
+from tests.cli_runner import run_spindle
 
 pytestmark = pytest.mark.integration
 
@@ -32,15 +31,7 @@ async def store(settings: Settings, db: str) -> AsyncIterator[ApiKeyStore]:
 
 
 def spindle(*args: str, settings: Settings, db: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SPINDLE_MONGO_URL": settings.mongo_url, "SPINDLE_MONGO_DB": db}
-    return subprocess.run(
-        [bin_path("spindle"), "keys", *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+    return run_spindle("keys", *args, SPINDLE_MONGO_URL=settings.mongo_url, SPINDLE_MONGO_DB=db)
 
 
 async def test_a_key_verifies_to_its_tenant_user_and_roles(store: ApiKeyStore) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import uuid
 from collections.abc import AsyncIterator
@@ -14,7 +13,7 @@ from shared.archive import RunArchive, RunRecord, utcnow
 from shared.bus import StoredMessage
 from shared.run_models import NodeReport, NodeStatus
 from shared.settings import Settings
-from spindle.processes import bin_path
+from tests.cli_runner import run_spindle
 
 pytestmark = pytest.mark.integration
 
@@ -22,15 +21,7 @@ DB = "spindle_prune"
 
 
 def spindle(mongo_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SPINDLE_MONGO_URL": mongo_url, "SPINDLE_MONGO_DB": DB}
-    return subprocess.run(
-        [bin_path("spindle"), *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+    return run_spindle(*args, SPINDLE_MONGO_URL=mongo_url, SPINDLE_MONGO_DB=DB)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ session's real MongoDB wire server."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import uuid
 from pathlib import Path
@@ -12,7 +11,8 @@ import orjson
 import pytest
 
 from shared.graph_spec import parse_graph
-from spindle.processes import bin_path, free_port
+from spindle.processes import free_port
+from tests.cli_runner import run_spindle
 
 pytestmark = pytest.mark.integration
 
@@ -20,15 +20,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "worker" / "examples"
 
 
 def spindle(*args: str, mongo_url: str, db: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SPINDLE_MONGO_URL": mongo_url, "SPINDLE_MONGO_DB": db}
-    return subprocess.run(
-        [bin_path("spindle"), *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+    return run_spindle(*args, SPINDLE_MONGO_URL=mongo_url, SPINDLE_MONGO_DB=db)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ the session's Temporal dev server by the real worker (the archive in MongoDB).""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import uuid
 from collections.abc import AsyncIterator
@@ -19,7 +18,7 @@ from shared.archive import RunArchive
 from shared.bus import MessageBus
 from shared.run_models import GRAPH_RUN_WORKFLOW, GraphRunInput, GraphRunResult, RunStatus
 from shared.settings import Settings
-from spindle.processes import bin_path
+from tests.cli_runner import run_spindle
 from worker.examples import load_examples
 from worker.main import build_worker
 from worker.replay import record_history
@@ -39,14 +38,7 @@ class TimerFirstGraphRun:
 
 def spindle(*args: str) -> subprocess.CompletedProcess[str]:
     # The ``settings`` fixture exported SPINDLE_* for the session's servers.
-    return subprocess.run(
-        [bin_path("spindle"), *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        env=dict(os.environ),
-        timeout=60,
-    )
+    return run_spindle(*args)
 
 
 @pytest.fixture(scope="module")
