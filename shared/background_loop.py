@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from abc import ABC, abstractmethod
 
 
-class BackgroundLoop:
+class BackgroundLoop(ABC):
     """One named asyncio task per instance, started and stopped with its owner."""
 
     name = "background loop"
@@ -29,6 +30,6 @@ class BackgroundLoop:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
+    @abstractmethod
     async def run(self) -> None:
         """Loop until cancelled."""
-        raise NotImplementedError

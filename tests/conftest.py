@@ -110,8 +110,14 @@ async def temporal_client(settings: Settings) -> Client:
     )
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
+    """A time-skipping server per test module (it starts in ~0.1 s).
+
+    Per module, not per session: once a test leaves an activity running past
+    its workflow's close, that server stops skipping time for good, which would
+    turn every later module's timers into real waits.
+    """
     env = await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=bin_path("temporal-test-server"),
         data_converter=pydantic_data_converter,

@@ -11,18 +11,14 @@ from __future__ import annotations
 
 import logging
 import uuid
-from datetime import timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body
-from temporalio.client import WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError, RPCStatusCode
 
 from gateway.deps import ArchiveDep, ControllableRunDep, IdentityDep, LimitsDep, TemporalDep
-from gateway.problems import temporal_error
-from gateway.run_lookup import closed_or_unknown
-from shared.errors import Conflict, InputInvalid, NotFound, SpindleError, Unavailable
+from gateway.run_updates import execute_run_update
+from shared.errors import Conflict, InputInvalid, NotFound, SpindleError
 from shared.identity import Identity
 from shared.run_models import USER_INPUT_UPDATE, SignalAck, UserInput
 
@@ -31,9 +27,7 @@ log = logging.getLogger(__name__)
 router = APIRouter(tags=["signals"])
 
 SUPPORTED_SIGNALS = (USER_INPUT_UPDATE,)
-# An update waits for a worker to run the validator and handler; past this the
-# client retries (same client_message_id → same update id → no double answer).
-UPDATE_TIMEOUT = timedelta(seconds=20)
+# A retried answer reuses its client_message_id, so its update id: no double answer.
 
 SIGNAL_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"description": "missing or invalid credentials (problem+json)"},
@@ -67,28 +61,16 @@ async def deliver_signal(
         if user_input.client_message_id
         else f"input-{uuid.uuid4().hex}"
     )
-    handle = temporal.get_workflow_handle(workflow_id)
-    try:
-        ack: SignalAck = await handle.execute_update(
-            USER_INPUT_UPDATE,
-            user_input,
-            id=update_id,
-            result_type=SignalAck,
-            rpc_timeout=UPDATE_TIMEOUT,
-        )
-    except WorkflowUpdateFailedError as exc:
-        raise _update_failure(workflow_id, exc.cause) from exc
-    except WorkflowUpdateRPCTimeoutOrCancelledError as exc:
-        raise Unavailable(
-            f"run '{workflow_id}' did not take the input within "
-            f"{UPDATE_TIMEOUT.total_seconds():.0f}s (is a worker running?); retry",
-            retry_after=5,
-        ) from exc
-    except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND:
-            raise await closed_or_unknown(temporal, archive, workflow_id) from exc
-        raise temporal_error(exc) from exc
-    return ack
+    return await execute_run_update(
+        temporal,
+        archive,
+        workflow_id=workflow_id,
+        name=USER_INPUT_UPDATE,
+        argument=user_input,
+        result_type=SignalAck,
+        update_id=update_id,
+        refused=lambda cause: _update_failure(workflow_id, cause),
+    )
 
 
 @router.post(

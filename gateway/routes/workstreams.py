@@ -23,16 +23,14 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path, status
-from pydantic import BaseModel
 from temporalio.client import (
     Client,
     WorkflowQueryFailedError,
-    WorkflowUpdateFailedError,
-    WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
@@ -46,8 +44,7 @@ from gateway.deps import (
     TemporalDep,
 )
 from gateway.problems import temporal_error
-from gateway.run_lookup import closed_or_unknown
-from shared.archive import RunArchive
+from gateway.run_updates import execute_run_update
 from shared.errors import Conflict, NotFound, SpindleError, Unavailable, ValidationFailed
 from shared.workstream_models import (
     INVALID_STEER,
@@ -79,12 +76,9 @@ log = logging.getLogger(__name__)
 
 router = APIRouter(tags=["workstreams"])
 
-# An update waits for a worker to run the validator and handler.
-UPDATE_TIMEOUT = timedelta(seconds=20)
 # A query needs a live worker; without one it would block until the deadline.
 QUERY_TIMEOUT = timedelta(seconds=5)
 
-Result = TypeVar("Result", bound=BaseModel)
 LaunchId = Annotated[
     str, Path(min_length=1, max_length=200, description="the workstream's launch id (ws-<n>)")
 ]
@@ -146,7 +140,7 @@ async def launch_workstream(
 ) -> LaunchAck:
     await limits.check_signal(identity.tenant_id)
     update_id = f"launch-{idempotency_key}" if idempotency_key else f"launch-{uuid.uuid4().hex}"
-    return await _update(
+    return await execute_run_update(
         temporal,
         archive,
         workflow_id=workflow_id,
@@ -154,7 +148,7 @@ async def launch_workstream(
         argument=body,
         result_type=LaunchAck,
         update_id=update_id,
-        launch_id=None,
+        refused=_refusal(workflow_id, LAUNCH_WORKSTREAM_UPDATE, None),
     )
 
 
@@ -206,7 +200,7 @@ async def steer_workstream(
     archive: ArchiveDep,
 ) -> SteerAck:
     await limits.check_signal(identity.tenant_id)
-    return await _update(
+    return await execute_run_update(
         temporal,
         archive,
         workflow_id=workflow_id,
@@ -214,7 +208,7 @@ async def steer_workstream(
         argument=SteerWorkstream(launch_id=launch_id, steer=body),
         result_type=SteerAck,
         update_id=f"steer-{uuid.uuid4().hex}",
-        launch_id=launch_id,
+        refused=_refusal(workflow_id, STEER_WORKSTREAM_UPDATE, launch_id),
     )
 
 
@@ -237,7 +231,7 @@ async def message_workstream(
     archive: ArchiveDep,
 ) -> WorkstreamMessageAck:
     await limits.check_signal(identity.tenant_id)
-    return await _update(
+    return await execute_run_update(
         temporal,
         archive,
         workflow_id=workflow_id,
@@ -245,7 +239,7 @@ async def message_workstream(
         argument=MessageWorkstream(launch_id=launch_id, message=body),
         result_type=WorkstreamMessageAck,
         update_id=f"message-{uuid.uuid4().hex}",
-        launch_id=launch_id,
+        refused=_refusal(workflow_id, MESSAGE_WORKSTREAM_UPDATE, launch_id),
     )
 
 
@@ -267,7 +261,7 @@ async def terminate_workstream(
     archive: ArchiveDep,
 ) -> TerminateAck:
     await limits.check_signal(identity.tenant_id)
-    return await _update(
+    return await execute_run_update(
         temporal,
         archive,
         workflow_id=workflow_id,
@@ -275,7 +269,7 @@ async def terminate_workstream(
         argument=TerminateWorkstream(launch_id=launch_id),
         result_type=TerminateAck,
         update_id=f"terminate-{uuid.uuid4().hex}",
-        launch_id=launch_id,
+        refused=_refusal(workflow_id, TERMINATE_WORKSTREAM_UPDATE, launch_id),
     )
 
 
@@ -333,35 +327,10 @@ async def query_workstreams(temporal: Client, workflow_id: str) -> WorkstreamLis
         raise temporal_error(exc) from exc
 
 
-async def _update(
-    temporal: Client,
-    archive: RunArchive,
-    *,
-    workflow_id: str,
-    name: str,
-    argument: BaseModel,
-    result_type: type[Result],
-    update_id: str,
-    launch_id: str | None,
-) -> Result:
-    handle = temporal.get_workflow_handle(workflow_id)
-    try:
-        result: Result = await handle.execute_update(
-            name, argument, id=update_id, result_type=result_type, rpc_timeout=UPDATE_TIMEOUT
-        )
-        return result
-    except WorkflowUpdateFailedError as exc:
-        raise _update_failure(workflow_id, name, launch_id, exc.cause) from exc
-    except WorkflowUpdateRPCTimeoutOrCancelledError as exc:
-        raise Unavailable(
-            f"run '{workflow_id}' did not answer {name} within "
-            f"{UPDATE_TIMEOUT.total_seconds():.0f}s (is a worker running?); retry",
-            retry_after=5,
-        ) from exc
-    except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND:
-            raise await closed_or_unknown(temporal, archive, workflow_id) from exc
-        raise temporal_error(exc) from exc
+def _refusal(
+    workflow_id: str, name: str, launch_id: str | None
+) -> Callable[[BaseException], SpindleError]:
+    return lambda cause: _update_failure(workflow_id, name, launch_id, cause)
 
 
 def _update_failure(

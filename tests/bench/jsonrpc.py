@@ -27,6 +27,7 @@ import httpx
 from temporalio.client import Client
 
 from tests.bench.stack import BenchStack
+from tests.polling import eventually
 
 TASK_QUEUE = "bench-jsonrpc"
 TREE_SIZE = 20
@@ -99,11 +100,8 @@ def tree_graph() -> dict[str, Any]:
 
 
 async def _until(probe: Callable[[], Awaitable[bool]], limit_s: float) -> None:
-    deadline = time.perf_counter() + limit_s
-    while not await probe():
-        if time.perf_counter() > deadline:
-            raise TimeoutError("the run did not finish in time")
-        await asyncio.sleep(POLL_S)  # the poll interval is part of both measurements
+    # The same poll interval for both measurements, so it cancels out of the ratio.
+    await eventually(probe, what="the run finishes", timeout=limit_s, interval=POLL_S)
 
 
 async def _tree_seconds(http: httpx.AsyncClient) -> float:

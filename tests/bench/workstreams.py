@@ -41,6 +41,7 @@ from temporalio.worker import Worker
 from tests.bench.floor import BareActivities, NoopBatch, bench_noop
 from tests.bench.load import cpu_seconds, pct, peak_rss_mib
 from tests.bench.stack import BenchStack
+from tests.polling import eventually
 
 EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "worker" / "examples"
 TASK_QUEUE = "bench-workstreams"
@@ -125,12 +126,12 @@ async def _paused_parent(http: httpx.AsyncClient) -> ParentStream:
     started = reply.json()
     parent = ParentStream(started["workflow_id"], started["run_id"])
     parent.task = asyncio.create_task(parent.read(http))
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 30
-    while (await http.get(f"/runs/{parent.workflow_id}")).json()["status"] != "paused":
-        if loop.time() > deadline:
-            raise RuntimeError(f"parent {parent.workflow_id} never paused on its prompt")
-        await asyncio.sleep(0.05)  # poll interval of a status probe
+
+    async def paused() -> bool:
+        reply = await http.get(f"/runs/{parent.workflow_id}")
+        return bool(reply.json()["status"] == "paused")
+
+    await eventually(paused, what=f"parent {parent.workflow_id} pauses on its prompt", timeout=30)
     return parent
 
 

@@ -274,6 +274,18 @@ def client_for(stack: SpindleStack, caller: Caller | None) -> httpx.AsyncClient:
 
 
 @pytest.fixture(scope="session")
+async def clients(
+    stack: SpindleStack, callers: dict[str, Caller]
+) -> AsyncIterator[dict[str, httpx.AsyncClient]]:
+    """A client per caller (alice, bob, carol, mallory) and ``anonymous``."""
+    made = {name: client_for(stack, caller) for name, caller in callers.items()}
+    made["anonymous"] = client_for(stack, None)
+    yield made
+    for client in made.values():
+        await client.aclose()
+
+
+@pytest.fixture(scope="session")
 async def http(stack: SpindleStack, callers: dict[str, Caller]) -> AsyncIterator[httpx.AsyncClient]:
     """The gateway as alice of tenant A."""
     async with client_for(stack, callers["alice"]) as client:

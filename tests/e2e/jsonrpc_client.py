@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-
-from tests.e2e.conftest import Caller, SpindleStack, client_for
 
 EXECUTOR = "prompt"  # a built-in node type: always in the worker catalog
 
@@ -59,14 +56,3 @@ async def create(client: httpx.AsyncClient, name: str, **fields: Any) -> str:
     result = await ok(client, "tasks.create", {"name": name, **fields})
     task_id: str = result["id"]
     return task_id
-
-
-async def open_clients(
-    stack: SpindleStack, callers: dict[str, Caller]
-) -> AsyncIterator[dict[str, httpx.AsyncClient]]:
-    """A client per caller (alice, bob, carol, mallory) and ``anonymous``."""
-    made = {name: client_for(stack, caller) for name, caller in callers.items()}
-    made["anonymous"] = client_for(stack, None)
-    yield made
-    for client in made.values():
-        await client.aclose()

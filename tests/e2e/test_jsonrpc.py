@@ -10,34 +10,23 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.e2e.conftest import Caller, SpindleStack
 from tests.e2e.jsonrpc_client import (
     EXECUTOR,
     create,
     fails,
     ok,
-    open_clients,
     post,
     request,
     rpc,
 )
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-async def clients(
-    stack: SpindleStack, callers: dict[str, Caller]
-) -> AsyncIterator[dict[str, httpx.AsyncClient]]:
-    async for made in open_clients(stack, callers):
-        yield made
 
 
 # --- JSON-RPC 2.0 envelope ------------------------------------------------------------

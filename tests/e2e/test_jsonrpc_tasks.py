@@ -5,30 +5,19 @@ tasks.list, tasks.tree, tasks.children and tasks.copy, one test per MUST.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.e2e.conftest import Caller, SpindleStack
 from tests.e2e.jsonrpc_client import (
     EXECUTOR,
     create,
     fails,
     ok,
-    open_clients,
 )
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-async def clients(
-    stack: SpindleStack, callers: dict[str, Caller]
-) -> AsyncIterator[dict[str, httpx.AsyncClient]]:
-    async for made in open_clients(stack, callers):
-        yield made
 
 
 # --- tasks.update ---------------------------------------------------------------------

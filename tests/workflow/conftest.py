@@ -17,6 +17,7 @@ from shared.archive import RunArchive
 from shared.bus import MessageBus
 from shared.settings import Settings
 from tests.workflow.runs import GraphRunner
+from tests.workflow.workstream_parents import Parents, parents_with_stub_children
 from worker.main import build_worker
 
 
@@ -70,3 +71,11 @@ async def runner(
     )
     async with worker:
         yield GraphRunner(time_skipping_env.client, task_queue, run_bus, run_archive)
+
+
+@pytest.fixture(scope="module")
+async def parents(
+    time_skipping_env: WorkflowEnvironment, run_bus: MessageBus, run_archive: RunArchive
+) -> AsyncIterator[Parents]:
+    async with parents_with_stub_children(time_skipping_env, run_bus, run_archive) as harness:
+        yield harness

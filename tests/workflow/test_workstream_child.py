@@ -48,7 +48,6 @@ from shared.workstream_models import (
     child_workflow_id,
 )
 from tests.polling import eventually
-from tests.workflow.workstream_parents import own_time_skipping_server
 from worker.activities import build_activities
 from worker.activities.models import ChatMessage, ToolCall
 from worker.activities.workstream import workstream_activities
@@ -197,14 +196,6 @@ class Harness:
             lambda: len(self.llm.requests[workflow_id]) >= count,
             what=f"LLM call {count} of {workflow_id}",
         )
-
-
-@pytest.fixture(scope="module")
-async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
-    """A server of this module's own: the forced-cancel tests leave an LLM activity
-    running past its workflow's close, which stops a shared server's time skipping."""
-    async with own_time_skipping_server() as env:
-        yield env
 
 
 @pytest.fixture(scope="module")

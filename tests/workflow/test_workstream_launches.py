@@ -23,28 +23,12 @@ from tests.workflow.runs import GraphRunner, M, types_of
 from tests.workflow.workstream_parents import (
     Parents,
     graph,
-    own_time_skipping_server,
-    parents_with_stub_children,
     production_runner,
     workstream_node,
 )
 from worker.registry import build_catalog
 
 pytestmark = pytest.mark.workflow
-
-
-@pytest.fixture(scope="module")
-async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
-    async with own_time_skipping_server() as env:
-        yield env
-
-
-@pytest.fixture(scope="module")
-async def parents(
-    time_skipping_env: WorkflowEnvironment, run_bus: MessageBus, run_archive: RunArchive
-) -> AsyncIterator[Parents]:
-    async with parents_with_stub_children(time_skipping_env, run_bus, run_archive) as harness:
-        yield harness
 
 
 @pytest.fixture(scope="module")

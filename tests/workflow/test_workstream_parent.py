@@ -4,7 +4,7 @@ scripted child (``tests.workflow.workstream_parents``)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import Awaitable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,10 +13,7 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
 )
-from temporalio.testing import WorkflowEnvironment
 
-from shared.archive import RunArchive
-from shared.bus import MessageBus
 from shared.run_models import RunStatus, UserInput
 from shared.workstream_models import (
     GRACE_SECONDS,
@@ -48,28 +45,12 @@ from tests.workflow.workstream_parents import (
     HOLD,
     Parents,
     graph,
-    own_time_skipping_server,
-    parents_with_stub_children,
     refused,
     seconds_after,
     workstream_node,
 )
 
 pytestmark = pytest.mark.workflow
-
-
-@pytest.fixture(scope="module")
-async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
-    async with own_time_skipping_server() as env:
-        yield env
-
-
-@pytest.fixture(scope="module")
-async def parents(
-    time_skipping_env: WorkflowEnvironment, run_bus: MessageBus, run_archive: RunArchive
-) -> AsyncIterator[Parents]:
-    async with parents_with_stub_children(time_skipping_env, run_bus, run_archive) as harness:
-        yield harness
 
 
 # -- the deadline timeline --------------------------------------------------------------

@@ -26,7 +26,6 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -45,7 +44,6 @@ from shared.workstream_models import (
     WorkstreamList,
     child_workflow_id,
 )
-from spindle.processes import bin_path
 from tests.workflow.runs import GraphRunner, M
 from tests.workflow.stub_workstream import STUB_LOG_QUERY, StubLog, StubWorkstream
 from worker.activities import build_activities
@@ -136,24 +134,6 @@ class Parents:
             LAUNCH_WORKSTREAM_UPDATE, request, result_type=LaunchAck
         )
         return ack
-
-
-@asynccontextmanager
-async def own_time_skipping_server() -> AsyncIterator[WorkflowEnvironment]:
-    """A time-skipping server of a test module's own (it starts in ~0.1 s).
-
-    Workstream timelines need time skipping, and the session's shared server
-    stops skipping for good once an earlier test leaves an activity running past
-    the close of its workflow (that server then keeps time skipping locked).
-    """
-    env = await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=bin_path("temporal-test-server"),
-        data_converter=pydantic_data_converter,
-    )
-    try:
-        yield env
-    finally:
-        await env.shutdown()
 
 
 @asynccontextmanager
