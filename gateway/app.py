@@ -35,15 +35,18 @@ from gateway.routes import (
     runs,
     signals,
     stream,
+    ui,
     workstreams,
 )
 from gateway.routes import jsonrpc as jsonrpc_routes
 from gateway.routes import metrics as metrics_routes
+from gateway.stream_drain import StreamDrain
 from shared.api_keys import ApiKeyStore
 from shared.archive import RunArchive
 from shared.bus import MessageBus
 from shared.bus_hub import SubscriptionHub
 from shared.file_store import FileStore
+from shared.logging_setup import redact_url
 from shared.settings import Settings, get_settings
 from shared.telemetry import setup_tracing, temporal_interceptors
 from shared.temporal_converter import data_converter
@@ -99,8 +102,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     log.info(
         "gateway ready: temporal=%s redis=%s mongo=%s/%s",
         settings.temporal_address,
-        settings.redis_url,
-        settings.mongo_url,
+        redact_url(settings.redis_url),
+        redact_url(settings.mongo_url),
         settings.mongo_db,
     )
     try:
@@ -151,6 +154,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
+    # Set off by the server on shutdown: open SSE streams end with a retry hint.
+    app.state.stream_drain = StreamDrain(settings.sse_shutdown_retry_ms)
     # OTEL_* environment variables turn tracing on (shared.telemetry).
     app.state.tracer_provider = setup_tracing("spindle-gateway", settings)
     if app.state.tracer_provider is not None:
@@ -173,6 +178,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(runs.router)
     app.include_router(graphs.router)
     app.include_router(jsonrpc_routes.router)  # POST / and POST /tasks (seed 003)
+    app.include_router(ui.router)  # GET /ui/: the conversation web page (not in OpenAPI)
     per_run: list[APIRouter] = [
         # Before runs.by_run_router: /runs/{id}/workstreams is not a {run_id}.
         workstreams.router,

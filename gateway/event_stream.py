@@ -7,6 +7,8 @@ already sent. Frames are written from the stored bytes (``id: <seq>`` then
 ``data: <compact JSON>``), never re-encoded. The response ends right after the
 message that ends the conversation, and when the live feed breaks
 (``SubscriptionLost``) so that the client resumes with ``Last-Event-ID``.
+When the gateway process stops, ``StreamDrain`` ends every open stream at once
+with a ``retry:`` hint (``gateway.stream_drain``), for the same resume elsewhere.
 
 The response is a plain ASGI app rather than a ``StreamingResponse`` so that
 headers are sent only once the subscription is confirmed (a client that sees
@@ -29,6 +31,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from gateway.limits import StreamLease
 from gateway.problems import spindle_problem
+from gateway.stream_drain import StreamDrain
 from shared import metrics
 from shared.bus import LiveEvent, MessageBus, StoredMessage, stored_ts
 from shared.bus_hub import Subscription, SubscriptionHub, SubscriptionLost
@@ -262,14 +265,16 @@ class EventStreamResponse(Response):
 
     Sends headers only after ``open()`` succeeded (503 problem otherwise, 204
     when the run ended before the client's cursor so EventSource stops
-    reconnecting), and stops as soon as the client disconnects.
+    reconnecting), and stops as soon as the client disconnects. With a
+    ``drain``, it also ends, with a ``retry:`` hint, once the process stops.
     """
 
     media_type = "text/event-stream"
 
-    def __init__(self, stream: RunEventStream) -> None:
+    def __init__(self, stream: RunEventStream, *, drain: StreamDrain | None = None) -> None:
         # No body and no Content-Length: Response.__init__ would render one.
         self.stream = stream
+        self.drain = drain
         self.status_code = 200
         self.background = None
         self.init_headers({"content-type": "text/event-stream; charset=utf-8", **SSE_HEADERS})
@@ -297,18 +302,33 @@ class EventStreamResponse(Response):
 
             pump = asyncio.create_task(self.stream.pump(write))
             watch = asyncio.create_task(_wait_disconnect(receive))
+            tasks = {pump, watch}
+            drained: asyncio.Task[None] | None = None
+            if self.drain is not None:
+                self.drain.opened()
+                drained = asyncio.create_task(self.drain.wait())
+                tasks.add(drained)
             try:
-                done, _ = await asyncio.wait({pump, watch}, return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             finally:
-                for task in (pump, watch):
+                for task in tasks:
                     task.cancel()
                 # Bounded: a pump stuck in a call that does not honour its
                 # cancellation must not keep the response (and its stream
                 # slot) alive after the client has gone.
-                _, stuck = await asyncio.wait({pump, watch}, timeout=CANCEL_GRACE_SECONDS)
+                _, stuck = await asyncio.wait(tasks, timeout=CANCEL_GRACE_SECONDS)
                 if stuck:
                     log.warning("stream %s: a task ignored cancellation", self.stream.stream_id)
-            if pump in done and not pump.cancelled() and pump.exception() is None:
+                if self.drain is not None:
+                    self.drain.closed()
+            if drained is not None and drained in done and pump not in done and watch not in done:
+                # Frames are written whole, so cutting the pump here leaves no
+                # half event: the client resumes after the last id it got.
+                assert self.drain is not None
+                await send(
+                    {"type": "http.response.body", "body": self.drain.goodbye(), "more_body": False}
+                )
+            elif pump in done and not pump.cancelled() and pump.exception() is None:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
             elif pump in done and not isinstance(pump.exception(), OSError):
                 log.error("stream %s failed: %r", self.stream.stream_id, pump.exception())

@@ -23,11 +23,11 @@ from __future__ import annotations
 import logging
 import math
 
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from shared.errors import RateLimited, Unavailable
 from shared.rate_limits import RateLimiter
+from shared.redis_connect import RedisClient
 from shared.settings import Settings
 from shared.stream_slots import StreamSlots
 
@@ -95,7 +95,11 @@ class TenantLimits:
     """
 
     def __init__(
-        self, redis: Redis, settings: Settings, *, lease_ttl_seconds: float | None = None
+        self,
+        redis: RedisClient,
+        settings: Settings,
+        *,
+        lease_ttl_seconds: float | None = None,
     ) -> None:
         self._redis = redis
         self._settings = settings

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import uvicorn
 
+from gateway.app import create_app
+from gateway.graceful_server import GracefulServer
 from shared.logging_setup import configure_logging
 from shared.settings import get_settings
 
-# Open SSE streams never finish on their own: on shutdown give them this long,
-# then close them (clients resume with Last-Event-ID).
-GRACEFUL_SHUTDOWN_SECONDS = 3
 # Longer than common client pools' idle expiry (httpx: 5 s) so a client never
 # sends a request on a connection the server is closing at that very moment;
 # and longer than a load balancer's idle timeout (60 s), as proxies expect.
@@ -19,9 +18,9 @@ KEEP_ALIVE_SECONDS = 75
 def main() -> None:
     settings = get_settings()
     configure_logging(settings)
-    uvicorn.run(
-        "gateway.app:create_app",
-        factory=True,
+    app = create_app(settings)
+    config = uvicorn.Config(
+        app,
         host=settings.gateway_host,
         port=settings.gateway_port,
         loop="uvloop",
@@ -30,9 +29,12 @@ def main() -> None:
         # uvicorn's own loggers propagate to the root handler configure_logging set.
         log_config=None,
         proxy_headers=True,
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+        # Open SSE streams end at once on shutdown (gateway.graceful_server); this
+        # bounds every other request still running.
+        timeout_graceful_shutdown=settings.gateway_graceful_shutdown_seconds,
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
     )
+    GracefulServer(config, drain=app.state.stream_drain).run()
 
 
 if __name__ == "__main__":

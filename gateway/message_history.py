@@ -4,14 +4,21 @@ Redis keeps the newest ``history_max_messages`` of a stream for
 ``history_ttl_days``; when a client asks for messages Redis no longer holds
 (trimmed, or the stream expired), they come from the archive, in the same
 stored bytes, so the caller serves one seq-ordered list either way.
+
+``compact_superseded`` drops the STREAMING_CHUNK messages that a later message
+of the same activity made void (seed 002: "streaming chunks are replaced by the
+final message"), reading only the stored bytes.
 """
 
 from __future__ import annotations
 
 import logging
 
+import orjson
+
 from shared.archive import RunArchive
 from shared.bus import MessageBus, StoredMessage
+from shared.messages import MAIN_WORKSTREAM, AgentMessageType
 
 log = logging.getLogger(__name__)
 
@@ -57,3 +64,62 @@ async def stored_messages(
         m for m in older if (upto is None or m.seq < upto) and (since_ts is None or m.ts > since_ts)
     ]
     return kept + recent
+
+
+_CHUNK = int(AgentMessageType.STREAMING_CHUNK)
+# Messages after which the chunks of the same activity are void: the final
+# THOUGHT/ANSWER replaces them, RESTARTING announces a new attempt.
+_SUPERSEDING = frozenset(
+    int(t) for t in (AgentMessageType.THOUGHT, AgentMessageType.ANSWER, AgentMessageType.RESTARTING)
+)
+_TYPE_AT = len(b'"t":')
+
+
+def stored_type(raw: bytes) -> int:
+    """The ``t`` of a stored message, read from its ``{"ts":<n>,"t":<t>`` prefix."""
+    start = raw.index(b",", 6) + 1 + _TYPE_AT
+    end = start
+    while end < len(raw) and 48 <= raw[end] <= 57:
+        end += 1
+    return int(raw[start:end])
+
+
+def _activity(raw: bytes) -> tuple[str, str] | None:
+    """(workstream, activity id) of a message, None without an activity id."""
+    message = orjson.loads(raw)
+    activity = message.get("i")
+    if not isinstance(activity, str):
+        return None
+    return str(message.get("w") or MAIN_WORKSTREAM), activity
+
+
+def compact_superseded(messages: list[StoredMessage]) -> list[StoredMessage]:
+    """``messages`` without the STREAMING_CHUNKs made void by a later message.
+
+    A chunk is dropped when a THOUGHT, ANSWER or RESTARTING with the same
+    workstream and activity id (``w``, ``i``) follows it in ``messages``. The
+    rest keep their order, seqs and bytes; chunks of a stream still under way
+    stay. Only chunks and the messages that may supersede them are parsed.
+    """
+    superseded: set[tuple[str, str]] = set()
+    kept: list[StoredMessage] = []
+    dropped = False
+    for message in reversed(messages):
+        try:
+            kind = stored_type(message.raw)
+        except ValueError:
+            kind = -1  # not the stored form: leave it alone
+        if kind == _CHUNK:
+            key = _activity(message.raw)
+            if key is not None and key in superseded:
+                dropped = True
+                continue
+        elif kind in _SUPERSEDING:
+            key = _activity(message.raw)
+            if key is not None:
+                superseded.add(key)
+        kept.append(message)
+    if not dropped:
+        return messages
+    kept.reverse()
+    return kept

@@ -134,6 +134,10 @@ def temporal_error(exc: RPCError, *, what: str = "Temporal") -> SpindleError:
         return Unavailable(f"{what} is unavailable: {exc.message}", retry_after=2)
     if exc.status == RPCStatusCode.NOT_FOUND:
         return NotFound(exc.message)
+    if exc.status == RPCStatusCode.FAILED_PRECONDITION and "no poller" in exc.message:
+        # A query to a run whose task queue no worker polls (all of them down or
+        # being deployed): the run is fine, the answer has to wait for a worker.
+        return Unavailable(f"no worker polls this run's task queue: {exc.message}", retry_after=5)
     return SpindleError(f"{what} call failed: {exc.message}")
 
 

@@ -40,6 +40,7 @@ from shared.graph_spec import GraphSpec, parse_graph
 from shared.graph_validation import validate_graph, validate_run_input
 from shared.run_models import GRAPH_RUN_WORKFLOW, GraphRunInput, RunStatus
 from shared.settings import Settings
+from shared.telemetry import current_trace_ids, current_traceparent
 
 log = logging.getLogger(__name__)
 
@@ -193,6 +194,8 @@ async def _record_start(
     response: StartRunResponse,
 ) -> None:
     now = datetime.now(UTC)
+    # The request's span started the run: answers and steering join its trace.
+    traceparent = current_traceparent()
     record = RunRecord(
         workflow_id=workflow_id,
         run_id=run_id,
@@ -205,6 +208,8 @@ async def _record_start(
         created_at=now,
         updated_at=now,
         temporal_ui_url=response.temporal_ui_url,
+        trace_id=current_trace_ids().get("traceId") if traceparent else None,
+        traceparent=traceparent,
     )
     try:
         await archive.create_run(record)

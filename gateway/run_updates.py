@@ -4,14 +4,22 @@ An Update answers the caller at once with the workflow's verdict: its
 validator's refusal (an ``ApplicationError`` whose ``type`` the caller maps),
 no worker in time (503), or a run Temporal no longer runs (409 finished /
 404 unknown).
+
+When the gateway traces, the update joins the run's trace: a ``RunUpdate:<name>``
+span, child of the span that started the run (its ``traceparent`` in the run
+document) and linked to this request's span, is current around the call, so
+Temporal's ``StartWorkflowUpdate`` span (and the worker's ``HandleUpdate``) are
+in the run's trace.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import timedelta
 from typing import TypeVar
 
+from opentelemetry import trace
 from pydantic import BaseModel
 from temporalio.client import (
     Client,
@@ -24,6 +32,10 @@ from gateway.problems import temporal_error
 from gateway.run_lookup import closed_or_unknown
 from shared.archive import RunArchive
 from shared.errors import SpindleError, Unavailable
+from shared.run_trace_archive import run_traceparent
+from shared.telemetry import joined_run_trace
+
+log = logging.getLogger(__name__)
 
 # An update waits for a worker to run its validator and handler; past this the
 # client retries (same update id → the workflow does not apply it twice).
@@ -51,10 +63,17 @@ async def execute_run_update(
             Conflict / NotFound when the run has finished / is unknown.
     """
     handle = temporal.get_workflow_handle(workflow_id)
+    traceparent = await _run_traceparent(archive, workflow_id)
     try:
-        result: Result = await handle.execute_update(
-            name, argument, id=update_id, result_type=result_type, rpc_timeout=UPDATE_TIMEOUT
-        )
+        with joined_run_trace(
+            f"RunUpdate:{name}",
+            run_id=workflow_id,
+            traceparent=traceparent,
+            attributes={"updateId": update_id},
+        ):
+            result: Result = await handle.execute_update(
+                name, argument, id=update_id, result_type=result_type, rpc_timeout=UPDATE_TIMEOUT
+            )
         return result
     except WorkflowUpdateFailedError as exc:
         raise refused(exc.cause) from exc
@@ -68,3 +87,15 @@ async def execute_run_update(
         if exc.status == RPCStatusCode.NOT_FOUND:
             raise await closed_or_unknown(temporal, archive, workflow_id) from exc
         raise temporal_error(exc) from exc
+
+
+async def _run_traceparent(archive: RunArchive, workflow_id: str) -> str | None:
+    """The trace context the run started under, looked up only when this
+    request is traced; a lookup that fails leaves the update in its own trace."""
+    if not trace.get_current_span().is_recording():
+        return None
+    try:
+        return await run_traceparent(archive, workflow_id)
+    except Exception as exc:
+        log.info("trace context of run %s unavailable: %s", workflow_id, exc)
+        return None

@@ -9,10 +9,16 @@ Collections::
 
     runs          _id=workflow_id; run_id, tenant_id, user_id, graph_name, status,
                   current_nodes, pending_input, context, input, output, error,
-                  created_at, updated_at (datetimes, UTC)
+                  created_at, updated_at (datetimes, UTC), and seed 000's
+                  workflowId, currentNodeId, portData, trace, pendingInput, plus
+                  traceId, traceparent (``shared.run_document``)
                   indexes: (tenant_id, created_at), (tenant_id, status), graph_name
     messages      _id="<stream_id>:<seq:012d>"; stream_id, seq, ts, raw (str, the
-                  stored compact JSON) — index (stream_id, seq) unique
+                  stored compact JSON), traceId, spanId (of the posting span;
+                  absent when tracing is off) — index (stream_id, seq) unique
+    run_trace     _id=messageId; one NodeMessage of a run with workflowId, nodeId,
+                  role, at, streamId (``shared.run_trace_archive``) — indexes
+                  (workflowId, at), streamId
     node_reports  _id="<workflow_id>:<node_id>:<visit>"; workflow_id, report fields,
                   input (envelope), output (envelope) — index (workflow_id, started_at)
     graphs        _id="<tenant_id>/<name>"; name, spec (dict), tenant_id, updated_at
@@ -58,12 +64,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from datetime import UTC, datetime
-from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 import orjson
-from pydantic import BaseModel, Field, field_validator
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient
 from pymongo.errors import BulkWriteError, PyMongoError
 
@@ -71,6 +74,16 @@ from shared.bus import StoredMessage
 from shared.catalog import Catalog
 from shared.graph_spec import GraphSpec
 from shared.mongo import mongo_client
+from shared.run_document import (
+    PROGRESS_KEYS,
+    TRACE_COLLECTION,
+    RunRecord,
+    as_utc,
+    document_fields,
+    normalise,
+    storable,
+    utcnow,
+)
 from shared.run_models import NodeReport
 
 if TYPE_CHECKING:
@@ -80,88 +93,8 @@ if TYPE_CHECKING:
     from shared.settings import Settings
 
 DUPLICATE_KEY = 11000
-
-
-def utcnow() -> datetime:
-    # Mongo keeps milliseconds: truncate so what we write equals what we read.
-    now = datetime.now(UTC)
-    return now.replace(microsecond=now.microsecond // 1000 * 1000)
-
-
-def as_utc(value: datetime) -> datetime:
-    """Aware UTC; naive values (nx-27017, non-tz_aware clients) are UTC already."""
-    if value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
-
-
-def _normalise(value: Any) -> Any:
-    """Read side: every datetime as aware UTC, recursively."""
-    if isinstance(value, datetime):
-        return as_utc(value)
-    if isinstance(value, dict):
-        return {key: _normalise(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_normalise(item) for item in value]
-    return value
-
-
-def _storable(value: Any) -> Any:
-    """Write side: models to dicts, enums to values, datetimes to UTC, recursively."""
-    if isinstance(value, BaseModel):
-        return _storable(value.model_dump(mode="python", by_alias=True))
-    if isinstance(value, Enum):
-        return value.value
-    if isinstance(value, datetime):
-        return as_utc(value)
-    if isinstance(value, dict):
-        return {str(key): _storable(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_storable(item) for item in value]
-    return value
-
-
-class RunRecord(BaseModel):
-    """A run as archived (and listed) by the gateway."""
-
-    workflow_id: str
-    run_id: str
-    tenant_id: str = "default"
-    user_id: str | None = None
-    graph_name: str
-    status: str
-    input: Any = None
-    context: dict[str, Any] = Field(default_factory=dict)
-    output: Any = None
-    error: str | None = None
-    current_nodes: list[str] = Field(default_factory=list)
-    pending_input: dict[str, Any] | None = None
-    created_at: datetime
-    updated_at: datetime
-    temporal_ui_url: str | None = None
-
-    @field_validator("created_at", "updated_at")
-    @classmethod
-    def _utc(cls, value: datetime) -> datetime:
-        return as_utc(value)
-
-    def to_document(self) -> dict[str, Any]:
-        doc: dict[str, Any] = _storable(self.model_dump(mode="python"))
-        doc["_id"] = doc.pop("workflow_id")
-        return doc
-
-    @classmethod
-    def from_document(cls, doc: dict[str, Any]) -> RunRecord:
-        data = _normalise(dict(doc))
-        data["workflow_id"] = data.pop("_id")
-        return cls.model_validate(data)
-
-
-RUN_FIELDS = frozenset(RunRecord.model_fields) - {"workflow_id"}
-# What a run's progress changes; the rest identifies the run.
-PROGRESS_FIELDS = frozenset(
-    {"status", "output", "error", "current_nodes", "pending_input", "updated_at"}
-)
+# Run records leave out the document's port data (``shared.run_document``).
+NOT_PORT_DATA = {"portData": 0}
 
 
 def message_id(stream_id: str, seq: int) -> str:
@@ -186,6 +119,8 @@ class RunArchive:
         self.node_reports_coll: AsyncCollection[dict[str, Any]] = self._db["node_reports"]
         self.graphs: AsyncCollection[dict[str, Any]] = self._db["graphs"]
         self.catalogs: AsyncCollection[dict[str, Any]] = self._db["catalogs"]
+        # One document per NodeMessage of a run (shared.run_trace_archive).
+        self.run_trace_coll: AsyncCollection[dict[str, Any]] = self._db[TRACE_COLLECTION]
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RunArchive:
@@ -210,6 +145,10 @@ class RunArchive:
         await self.node_reports_coll.create_index(
             [("workflow_id", ASCENDING), ("started_at", ASCENDING)], name="workflow_started"
         )
+        await self.run_trace_coll.create_index(
+            [("workflowId", ASCENDING), ("at", ASCENDING)], name="workflow_at"
+        )
+        await self.run_trace_coll.create_index([("streamId", ASCENDING)], name="stream")
 
     async def close(self) -> None:
         await self._client.close()
@@ -231,8 +170,11 @@ class RunArchive:
         written the run: identity fields are set, progress fields only on insert.
         """
         doc = record.to_document()
-        progress = {k: doc.pop(k) for k in PROGRESS_FIELDS if k in doc}
+        progress = {k: doc.pop(k) for k in PROGRESS_KEYS if k in doc}
         progress["created_at"] = doc.pop("created_at")
+        for key in ("traceId", "traceparent"):
+            if doc.get(key) is None:
+                doc.pop(key, None)  # never unset what a traced worker recorded
         doc_id = doc.pop("_id")
         await self.runs.update_one(
             {"_id": doc_id}, {"$set": doc, "$setOnInsert": progress}, upsert=True
@@ -256,26 +198,28 @@ class RunArchive:
         Raises:
             ValueError: a field that ``RunRecord`` does not have.
         """
-        unknown = (set(fields) | set(create_with or {})) - RUN_FIELDS
-        if unknown:
-            raise ValueError(f"unknown run fields: {', '.join(sorted(unknown))}")
+        to_set = document_fields(fields)
         update: dict[str, Any] = {}
-        if fields:
-            update["$set"] = _storable(fields)
+        if to_set:
+            update["$set"] = to_set
         if "updated_at" not in fields:
             # $currentDate, not $set: nx-27017 turns a $set datetime into a string.
             update["$currentDate"] = {"updated_at": True}
         if create_with is not None:
-            on_insert = {k: v for k, v in create_with.items() if k not in fields}
+            on_insert = {k: v for k, v in document_fields(create_with).items() if k not in to_set}
             on_insert.setdefault("created_at", utcnow())
-            update["$setOnInsert"] = _storable(on_insert)
+            on_insert["workflowId"] = workflow_id
+            if "status" not in to_set:
+                # A run the worker reports on before the gateway wrote it is running.
+                on_insert.setdefault("status", "running")
+            update["$setOnInsert"] = storable(on_insert)
         result = await self.runs.update_one(
             {"_id": workflow_id}, update, upsert=create_with is not None
         )
         return result.matched_count > 0 or result.upserted_id is not None
 
     async def get_run(self, workflow_id: str) -> RunRecord | None:
-        doc = await self.runs.find_one({"_id": workflow_id})
+        doc = await self.runs.find_one({"_id": workflow_id}, NOT_PORT_DATA)
         return RunRecord.from_document(doc) if doc is not None else None
 
     async def list_runs(
@@ -292,12 +236,12 @@ class RunArchive:
         if tenant_id is not None:
             query["tenant_id"] = tenant_id
         if status is not None:
-            query["status"] = _storable(status)
+            query["status"] = storable(status)
         if graph_name is not None:
             query["graph_name"] = graph_name
         total = await self.runs.count_documents(query)
         cursor = (
-            self.runs.find(query)
+            self.runs.find(query, NOT_PORT_DATA)
             .sort([("created_at", DESCENDING), ("_id", DESCENDING)])
             .skip(max(0, offset))
             .limit(max(0, limit))
@@ -307,8 +251,19 @@ class RunArchive:
 
     # -- messages ------------------------------------------------------------
 
-    async def save_messages(self, stream_id: str, messages: Sequence[StoredMessage]) -> int:
+    async def save_messages(
+        self,
+        stream_id: str,
+        messages: Sequence[StoredMessage],
+        *,
+        trace_ids: dict[str, str] | None = None,
+    ) -> int:
         """Archive stored messages; saving one again is a no-op (idempotent).
+
+        Args:
+            trace_ids: ``traceId`` / ``spanId`` of the span that posted them
+                (``shared.telemetry.current_trace_ids``), stored on each; none
+                when tracing is off.
 
         Returns:
             How many were new.
@@ -322,6 +277,7 @@ class RunArchive:
                 "seq": m.seq,
                 "ts": m.ts,
                 "raw": m.raw.decode(),
+                **(trace_ids or {}),
             }
             for m in messages
         ]
@@ -356,8 +312,8 @@ class RunArchive:
         self, workflow_id: str, report: NodeReport, *, input: Any = None, output: Any = None
     ) -> None:
         """Archive one node execution; saving it again replaces it (idempotent)."""
-        fields = _storable(report.model_dump(mode="json"))
-        fields.update(workflow_id=workflow_id, input=_storable(input), output=_storable(output))
+        fields = storable(report.model_dump(mode="json"))
+        fields.update(workflow_id=workflow_id, input=storable(input), output=storable(output))
         await self.node_reports_coll.update_one(
             {"_id": node_report_id(workflow_id, report)},
             {"$set": fields, "$setOnInsert": {"recorded_at": utcnow()}},
@@ -372,7 +328,7 @@ class RunArchive:
         reports = []
         async for doc in cursor:
             doc.pop("_id", None)
-            reports.append(_normalise(doc))
+            reports.append(normalise(doc))
         return reports
 
     # -- graphs --------------------------------------------------------------

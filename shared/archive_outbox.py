@@ -43,11 +43,11 @@ from redis.exceptions import RedisError
 from shared.background_loop import BackgroundLoop
 from shared.bus import StoredMessage
 from shared.run_models import NodeReport
+from shared.run_trace_archive import NodeFinished, NodeStarted
 
 if TYPE_CHECKING:
-    import redis.asyncio as aioredis
-
     from shared.archive import RunArchive
+    from shared.redis_connect import RedisClient
 
 logger = logging.getLogger(__name__)
 
@@ -96,17 +96,27 @@ class SaveMessages(BaseModel):
     kind: Literal["messages"] = "messages"
     stream_id: str
     messages: list[ArchivedMessage]
+    trace_ids: dict[str, str] = Field(
+        default_factory=dict, description="traceId / spanId of the span that posted them"
+    )
 
     @classmethod
-    def of(cls, stream_id: str, messages: list[StoredMessage]) -> SaveMessages:
+    def of(
+        cls,
+        stream_id: str,
+        messages: list[StoredMessage],
+        *,
+        trace_ids: dict[str, str] | None = None,
+    ) -> SaveMessages:
         return cls(
             stream_id=stream_id,
             messages=[ArchivedMessage(seq=m.seq, ts=m.ts, raw=m.raw.decode()) for m in messages],
+            trace_ids=trace_ids or {},
         )
 
     async def apply(self, archive: RunArchive) -> None:
         stored = [StoredMessage(m.seq, m.ts, m.raw.encode()) for m in self.messages]
-        await archive.save_messages(self.stream_id, stored)
+        await archive.save_messages(self.stream_id, stored, trace_ids=self.trace_ids)
 
     def describe(self) -> str:
         seqs = [m.seq for m in self.messages]
@@ -147,7 +157,7 @@ class SaveNodeReport(BaseModel):
         return f"report of node {self.report.node_id} in {self.workflow_id}"
 
 
-ArchiveOperation = SaveMessages | UpdateRun | SaveNodeReport
+ArchiveOperation = SaveMessages | UpdateRun | SaveNodeReport | NodeStarted | NodeFinished
 ArchiveOp = Annotated[ArchiveOperation, Field(discriminator="kind")]
 
 
@@ -181,7 +191,7 @@ class ArchiveOutbox:
 
     def __init__(
         self,
-        redis: aioredis.Redis,
+        redis: RedisClient,
         database: str,
         *,
         write_timeout: float = WRITE_TIMEOUT_SECONDS,

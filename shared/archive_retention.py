@@ -1,4 +1,5 @@
-"""Archive retention: delete runs older than a cut-off with their messages and reports.
+"""Archive retention: delete runs older than a cut-off with their messages, node
+reports and NodeMessage trace.
 
 Works on MongoDB and on the nx-27017 wire server alike: only ``find`` with a
 range on ``created_at`` (a real date: it is written on insert), and
@@ -27,6 +28,7 @@ class PruneCounts:
     runs: int = 0
     messages: int = 0
     node_reports: int = 0
+    trace_messages: int = 0
 
 
 def cutoff_for(days: float) -> datetime:
@@ -37,7 +39,8 @@ def cutoff_for(days: float) -> datetime:
 async def prune_runs(
     archive: RunArchive, *, older_than: datetime, dry_run: bool = False
 ) -> PruneCounts:
-    """Delete runs created before ``older_than``, with their messages and node reports.
+    """Delete runs created before ``older_than``, with their messages, node reports
+    and NodeMessage trace (``run_trace``).
 
     A run's messages are those of its stream (the run's workflow id; workstream
     children post to their parent's stream, so they go with the parent).
@@ -49,18 +52,22 @@ async def prune_runs(
     """
     cursor = archive.runs.find({"created_at": {"$lt": older_than}}, {"_id": 1})
     ids = [str(doc["_id"]) async for doc in cursor]
-    runs = messages = reports = 0
+    runs = messages = reports = traced = 0
     for start in range(0, len(ids), PRUNE_BATCH):
         batch = ids[start : start + PRUNE_BATCH]
         by_stream = {"stream_id": {"$in": batch}}
         by_workflow = {"workflow_id": {"$in": batch}}
+        # A run's NodeMessages, and those of its workstream children (their stream).
+        by_trace_stream = {"streamId": {"$in": batch}}
         if dry_run:
             runs += len(batch)
             messages += await archive.messages_coll.count_documents(by_stream)
             reports += await archive.node_reports_coll.count_documents(by_workflow)
+            traced += await archive.run_trace_coll.count_documents(by_trace_stream)
             continue
         # Children first: a run is only gone once nothing of it is left behind.
         messages += (await archive.messages_coll.delete_many(by_stream)).deleted_count
         reports += (await archive.node_reports_coll.delete_many(by_workflow)).deleted_count
+        traced += (await archive.run_trace_coll.delete_many(by_trace_stream)).deleted_count
         runs += (await archive.runs.delete_many({"_id": {"$in": batch}})).deleted_count
-    return PruneCounts(runs=runs, messages=messages, node_reports=reports)
+    return PruneCounts(runs=runs, messages=messages, node_reports=reports, trace_messages=traced)

@@ -20,7 +20,9 @@ message's own ts, lastts + 1)`` so ts strictly increases per stream; writes the
 stored form ``{"ts":<ts>,...rest of compact JSON}``; RPUSH + LTRIM to
 ``max_messages`` + EXPIRE all keys to ``ttl_seconds``; sets ``end`` if the
 message ends the conversation (COMPLETE/TERMINATED on workstream main); and
-PUBLISHes ``b"<seq> <0|1 ends> <stored json>"`` on the live channel.
+PUBLISHes ``b"<seq> <0|1 ends> <stored json>"`` on the live channel (SPUBLISH
+on a Redis Cluster: the channel shares the keys' slot, so the script stays on
+one node and the message reaches only that shard's subscribers).
 
 The seq of list element k is ``seq_counter - LLEN + 1 + k`` (read both in one
 MULTI), so stored entries are exactly the wire bytes and are served without
@@ -35,14 +37,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
-import redis.asyncio as aioredis
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import NoScriptError, RedisError
 
 from shared.messages import CompactMessage
+from shared.redis_connect import RedisClient, connect_redis, publish_command
 
 if TYPE_CHECKING:
     from shared.settings import Settings
@@ -103,6 +101,7 @@ def stored_ts(raw: bytes) -> int:
 #       3 dedup key, or ''         4 '1' if the message ends the conversation
 #       5 max messages             6 ttl seconds
 #       7 live channel             8 dedup keys kept
+#       9 PUBLISH, or SPUBLISH on a cluster
 # Returns {seq, ts, duplicate 0|1, closed 0|1, stored bytes}.
 # Numbers stay below 2^53 (ms timestamps, counters), so Lua doubles are exact.
 POST_SCRIPT = """
@@ -149,7 +148,7 @@ end
 for i = 1, #KEYS do
   redis.call('EXPIRE', KEYS[i], ARGV[6])
 end
-redis.call('PUBLISH', ARGV[7], string.format('%d', seq) .. ' ' .. ARGV[4] .. ' ' .. stored)
+redis.call(ARGV[9], ARGV[7], string.format('%d', seq) .. ' ' .. ARGV[4] .. ' ' .. stored)
 return {seq, ts, 0, 0, stored}
 """
 
@@ -172,14 +171,15 @@ class MessageBus:
     The bus owns its Redis client: ``close()`` closes it.
 
     Args:
-        redis: an asyncio Redis client with ``decode_responses=False``.
+        redis: an asyncio client (one server, Sentinel master or Redis Cluster,
+            see ``shared.redis_connect``) with ``decode_responses=False``.
         max_messages: how many messages each stream's list keeps.
         ttl_seconds: expiry of every key of a stream, renewed on each post.
     """
 
     def __init__(
         self,
-        redis: aioredis.Redis,
+        redis: RedisClient,
         *,
         max_messages: int = 1000,
         ttl_seconds: int = 90 * 86400,
@@ -192,26 +192,15 @@ class MessageBus:
         self.max_messages = max_messages
         self.ttl_seconds = ttl_seconds
         self._post_script = redis.register_script(POST_SCRIPT)
+        self._publish = publish_command(redis)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> MessageBus:
-        """A bus on ``settings.redis_url`` with the configured history bounds."""
-        # A blocking pool: a burst of posts (up to the worker's concurrent
-        # activities) waits for a connection instead of failing with
-        # "Too many connections", and Redis sees a bounded number of clients.
-        pool = aioredis.BlockingConnectionPool.from_url(
-            settings.redis_url,
-            max_connections=REDIS_POOL_SIZE,
-            timeout=10,
-            decode_responses=False,
-            socket_connect_timeout=3.0,
-            socket_timeout=10.0,
-            socket_keepalive=True,
-            health_check_interval=30,
-            retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), retries=3),
-            retry_on_error=[RedisConnectionError, RedisTimeoutError],
-        )
-        client = aioredis.Redis.from_pool(pool)
+        """A bus on ``settings.redis_url`` (any topology) with the configured
+        history bounds."""
+        # A bounded pool: a burst of posts (up to the worker's concurrent
+        # activities) waits for a connection instead of opening hundreds.
+        client = connect_redis(settings.redis_url, pool_size=REDIS_POOL_SIZE)
         return cls(
             client,
             max_messages=settings.history_max_messages,
@@ -219,7 +208,7 @@ class MessageBus:
         )
 
     @property
-    def redis(self) -> aioredis.Redis:
+    def redis(self) -> RedisClient:
         """The underlying client (the subscription hub is built from it)."""
         return self._redis
 
@@ -246,6 +235,7 @@ class MessageBus:
             self.ttl_seconds,
             live_channel(stream_id),
             DEDUP_KEEP,
+            self._publish,
         ]
 
     async def post(
@@ -279,12 +269,22 @@ class MessageBus:
         if not items:
             return []
         keys = self._keys(stream_id)
+        # EVALSHA queued by hand: a cluster pipeline refuses script objects.
         async with self._redis.pipeline(transaction=False) as pipe:
             for message, dedup_key in items:
-                await self._post_script(
-                    keys=keys, args=self._args(stream_id, message, dedup_key), client=pipe
+                args = self._args(stream_id, message, dedup_key)
+                pipe.execute_command("EVALSHA", self._post_script.sha, len(keys), *keys, *args)
+            replies = list(await pipe.execute(raise_on_error=False))
+        for k, reply in enumerate(replies):
+            if isinstance(reply, NoScriptError):
+                # The node does not know the script yet (new, restarted or
+                # failed over): it refused the command without running it.
+                # The script object loads it and posts again, in order.
+                replies[k] = await self._post_script(
+                    keys=keys, args=self._args(stream_id, *items[k])
                 )
-            replies = await pipe.execute()
+            elif isinstance(reply, Exception):
+                raise reply
         return [_post_result(reply) for reply in replies]
 
     async def history(

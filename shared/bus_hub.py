@@ -16,11 +16,18 @@ Usage (the SSE route)::
             if event.seq <= last_sent: continue   # the backlog already had it
             ...
 
-The connection speaks RESP2 (pub/sub messages are plain arrays), is named
-``spindle-hub-<pid>-<id>`` in ``CLIENT LIST``, and is not part of the client's
-pool. Commands on it (SUBSCRIBE, UNSUBSCRIBE, PING) go through one FIFO writer,
-and their replies are matched in order, so a channel left and re-joined at once
-is never confirmed by the reply to an older command.
+The connection (``shared.bus_hub_link``) speaks RESP2, is named
+``spindle-hub-<pid>-<id>`` in ``CLIENT LIST`` and is not part of the client's
+pool. On a Redis Cluster the hub uses sharded pub/sub: one connection per
+primary that owns a subscribed channel's slot (still one per node and process,
+shared by every subscriber), SSUBSCRIBE routed by the client's slot map. A
+MOVED reply refreshes the map and the subscribe is retried on the new owner;
+a channel whose slot migrates away (Redis sends an unasked SUNSUBSCRIBE) or
+whose node is lost is lost like any broken feed, and its consumers re-subscribe
+and resume from the backlog by seq. (redis-py 8.1's asyncio ``ClusterPubSub``
+also shards SSUBSCRIBE over node connections, but reads them by polling each in
+turn with a timeout and has no confirm-before-return; the hub keeps a reader
+task per node connection and its in-order reply matching instead.)
 """
 
 from __future__ import annotations
@@ -30,117 +37,38 @@ import contextlib
 import logging
 import os
 import uuid
-from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.connection import AbstractConnection
 from redis.exceptions import RedisError
 
 from shared.bus import LiveEvent, live_channel, parse_live_payload
+from shared.bus_hub_link import Confirmation, HubLink, is_redirect
+from shared.bus_subscription import Subscription, SubscriptionLost
+from shared.redis_connect import RedisClient
 
 log = logging.getLogger(__name__)
 
-_SUBSCRIBE = b"subscribe"
-_UNSUBSCRIBE = b"unsubscribe"
-_MESSAGE = b"message"
-
-
-class SubscriptionLost(Exception):
-    """The live feed of a subscription broke (connection dropped, queue overflowed,
-    hub stopped). Nothing more will arrive: resume from the backlog by seq."""
-
-
-class Subscription:
-    """One subscriber's view of a stream's live channel (a single consumer task)."""
-
-    def __init__(self, stream_id: str, maxsize: int) -> None:
-        self.stream_id = stream_id
-        self._events: deque[LiveEvent] = deque()
-        self._maxsize = maxsize
-        self._waiter: asyncio.Future[None] | None = None
-        self._lost: str | None = None
-        self._channel: _Channel | None = None
-
-    @property
-    def lost(self) -> str | None:
-        """Why the subscription was lost, or None while it is live."""
-        return self._lost
-
-    def pending(self) -> int:
-        """Events received and not yet taken."""
-        return len(self._events)
-
-    async def get(self) -> LiveEvent:
-        """The next live event, in publish order.
-
-        Raises:
-            SubscriptionLost: the feed broke; events may have been missed.
-        """
-        while not self._events:
-            if self._lost is not None:
-                raise SubscriptionLost(self._lost)
-            self._waiter = asyncio.get_running_loop().create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
-        if self._lost is not None:
-            raise SubscriptionLost(self._lost)
-        return self._events.popleft()
-
-    def get_nowait(self) -> LiveEvent | None:
-        """The next event if one is queued, else None.
-
-        Raises:
-            SubscriptionLost: the feed broke.
-        """
-        if self._lost is not None:
-            raise SubscriptionLost(self._lost)
-        return self._events.popleft() if self._events else None
-
-    def __aiter__(self) -> AsyncIterator[LiveEvent]:
-        return self
-
-    async def __anext__(self) -> LiveEvent:
-        return await self.get()
-
-    def _deliver(self, event: LiveEvent) -> bool:
-        if self._lost is not None:
-            return False
-        if len(self._events) >= self._maxsize:
-            self._lose(f"live queue overflowed ({self._maxsize} events): consumer too slow")
-            return False
-        self._events.append(event)
-        self._wake()
-        return True
-
-    def _lose(self, reason: str) -> None:
-        if self._lost is None:
-            self._lost = reason
-            self._events.clear()
-            self._wake()
-
-    def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+SUBSCRIBE_ATTEMPTS = 3  # a MOVED reply sends the subscribe to the new owner
 
 
 @dataclass(eq=False)
 class _Channel:
     name: bytes
-    confirmed: asyncio.Future[bool]  # True: Redis confirmed; False: lost first
+    link: HubLink
+    confirmed: Confirmation  # None: Redis confirmed; a reason: it did not
     subs: set[Subscription] = field(default_factory=set)
 
 
 class SubscriptionHub:
-    """Shares one Redis pub/sub connection among all subscribers of a process.
+    """Shares one Redis pub/sub connection (per node) among all subscribers of a process.
 
     Args:
-        redis: the client whose connection settings the hub's own connection copies.
+        redis: the client whose connection settings the hub's own connections
+            copy: one server, a Sentinel master, or a Redis Cluster (sharded).
         queue_size: events a subscriber may have queued before it is dropped.
         confirm_timeout: how long ``subscribe`` waits for the connection and for
             Redis to confirm the SUBSCRIBE.
@@ -150,7 +78,7 @@ class SubscriptionHub:
 
     def __init__(
         self,
-        redis: aioredis.Redis,
+        redis: RedisClient,
         *,
         queue_size: int = 10_000,
         confirm_timeout: float = 5.0,
@@ -159,59 +87,73 @@ class SubscriptionHub:
         if queue_size < 1:
             raise ValueError("queue_size must be at least 1")
         self._redis = redis
+        self.sharded = isinstance(redis, RedisCluster)
         self.queue_size = queue_size
         self.confirm_timeout = confirm_timeout
         self.health_check_interval = health_check_interval
         self.client_name = f"spindle-hub-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._channels: dict[bytes, _Channel] = {}
-        self._outbox: asyncio.Queue[tuple[bytes, ...]] = asyncio.Queue()
-        # (command, channel, future-to-confirm) in the order sent on this connection
-        self._awaiting_reply: deque[tuple[bytes, bytes, asyncio.Future[bool] | None]] = deque()
-        self._connected = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._stopping = False
-        self._connects = 0
+        self._links: dict[str, HubLink] = {}
+        self._started = False
+        self._ever_connected: set[str] = set()
+        self._reconnects = 0
+        self._redirects = 0
         self._delivered = 0
         self._lost_subscriptions = 0
-        self._pongs = 0
+        self._pongs_of_ended_links = 0
+        self._refreshing: asyncio.Task[None] | None = None
 
     # -- lifecycle ---------------------------------------------------------
 
     async def start(self) -> None:
-        """Start the reader; waits up to ``confirm_timeout`` for the first connection
-        (if Redis is down it keeps retrying in the background)."""
-        if self._task is not None:
+        """Start the hub; waits up to ``confirm_timeout`` for its connection (on a
+        cluster: one per primary). If Redis is down it keeps retrying (on a
+        cluster: at the next subscribe)."""
+        if self._started:
             return
-        self._stopping = False
-        self._task = asyncio.create_task(self._run(), name="spindle-subscription-hub")
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._connected.wait(), self.confirm_timeout)
+        self._started = True
+        with contextlib.suppress(TimeoutError, ConnectionError, RedisError, OSError):
+            async with asyncio.timeout(self.confirm_timeout):
+                if not self.sharded:
+                    link = self._new_link("server", self._server_connection, persistent=True)
+                    await link.wait_connected()
+                    return
+                await self._cluster.initialize()
+                links = [self._link_to(node) for node in self._cluster.get_primaries()]
+                await asyncio.gather(*(link.wait_connected() for link in links))
 
     async def stop(self) -> None:
-        """Close the connection; every live subscription is lost."""
-        self._stopping = True
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._fail_all("subscription hub stopped")
+        """Close the connections; every live subscription is lost."""
+        self._started = False
+        refreshing, self._refreshing = self._refreshing, None
+        if refreshing is not None:
+            refreshing.cancel()
+        links = list(self._links.values())
+        self._links.clear()
+        await asyncio.gather(*(link.stop() for link in links), return_exceptions=True)
+        self._pongs_of_ended_links += sum(link.pongs for link in links)
+        for channel in list(self._channels.values()):
+            self._fail_channel(channel, "subscription hub stopped")
 
     @property
     def connected(self) -> bool:
-        return self._connected.is_set()
+        """True while a pub/sub connection is up (on a cluster: every node link)."""
+        links = list(self._links.values())
+        return bool(links) and all(link.connected.is_set() for link in links)
 
     def stats(self) -> dict[str, Any]:
         """Counters for metrics: channels, subscribers, events delivered, reconnects."""
         return {
             "connected": self.connected,
-            "connections": 1 if self.connected else 0,
+            "connections": sum(1 for link in self._links.values() if link.connected.is_set()),
             "channels": len(self._channels),
             "subscribers": sum(len(ch.subs) for ch in self._channels.values()),
             "delivered": self._delivered,
             "lost_subscriptions": self._lost_subscriptions,
-            "reconnects": max(0, self._connects - 1),
-            "health_checks": self._pongs,
+            "reconnects": self._reconnects,
+            "redirects": self._redirects,  # MOVED/ASK answers to a (cluster) subscribe
+            "health_checks": self._pongs_of_ended_links
+            + sum(link.pongs for link in self._links.values()),
         }
 
     # -- subscribing -------------------------------------------------------
@@ -234,152 +176,168 @@ class SubscriptionHub:
             self._release(sub)
 
     async def _open(self, stream_id: str) -> Subscription:
-        if self._task is None or self._stopping:
+        if not self._started:
             raise RuntimeError("SubscriptionHub.start() has not been called")
-        try:
-            await asyncio.wait_for(self._connected.wait(), self.confirm_timeout)
-        except TimeoutError:
-            raise SubscriptionLost("no Redis pub/sub connection") from None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.confirm_timeout
         name = live_channel(stream_id).encode()
-        sub = Subscription(stream_id, self.queue_size)
-        channel = self._channels.get(name)
-        if channel is None:
-            channel = _Channel(name, asyncio.get_running_loop().create_future())
-            self._channels[name] = channel
-            self._send(b"SUBSCRIBE", name, confirm=channel.confirmed)
-        channel.subs.add(sub)
-        sub._channel = channel
-        try:
-            ok = await asyncio.wait_for(asyncio.shield(channel.confirmed), self.confirm_timeout)
-        except TimeoutError:
+        reason = "no Redis pub/sub connection"
+        for _ in range(SUBSCRIBE_ATTEMPTS):
+            try:
+                async with asyncio.timeout_at(deadline):
+                    link = await self._link_for(name)
+                    await link.wait_connected()
+            except (TimeoutError, RedisError, OSError):
+                raise SubscriptionLost("no Redis pub/sub connection") from None
+            sub = Subscription(stream_id, self.queue_size)
+            channel = self._channels.get(name)
+            if channel is None:
+                channel = _Channel(name, link, loop.create_future())
+                self._channels[name] = channel
+                link.send(link.subscribe_command, name, channel.confirmed)
+            channel.subs.add(sub)
+            sub._channel = channel
+            try:
+                async with asyncio.timeout_at(deadline):
+                    refusal = await asyncio.shield(channel.confirmed)
+            except TimeoutError:
+                self._release(sub)
+                raise SubscriptionLost("Redis did not confirm SUBSCRIBE in time") from None
+            except BaseException:
+                self._release(sub)
+                raise
+            if refusal is None and sub.lost is None:
+                return sub
+            reason = sub.lost or refusal or "connection lost before SUBSCRIBE was confirmed"
             self._release(sub)
-            raise SubscriptionLost("Redis did not confirm SUBSCRIBE in time") from None
-        except BaseException:
-            self._release(sub)
-            raise
-        if not ok:
-            self._release(sub)
-            raise SubscriptionLost(sub.lost or "connection lost before SUBSCRIBE was confirmed")
-        return sub
+            if not self.sharded or not is_redirect(reason):
+                break
+            with contextlib.suppress(TimeoutError, RedisError, OSError):
+                async with asyncio.timeout_at(deadline):
+                    await self._refresh_slots()
+        raise SubscriptionLost(reason)
 
     def _release(self, sub: Subscription) -> None:
-        channel, sub._channel = sub._channel, None
+        channel: _Channel | None = sub._channel
+        sub._channel = None
         if channel is None:
             return
         channel.subs.discard(sub)
         if not channel.subs and self._channels.get(channel.name) is channel:
             del self._channels[channel.name]
-            if self.connected:
-                self._send(b"UNSUBSCRIBE", channel.name)
+            # In command order after the SUBSCRIBE, confirmed or not yet.
+            if channel.link.connected.is_set():
+                channel.link.send(channel.link.unsubscribe_command, channel.name)
 
-    def _send(
-        self, command: bytes, channel: bytes, confirm: asyncio.Future[bool] | None = None
-    ) -> None:
-        # Queued and matched in the same order: replies arrive in command order.
-        self._awaiting_reply.append((command.lower(), channel, confirm))
-        self._outbox.put_nowait((command, channel))
+    # -- links (connections) -----------------------------------------------
 
-    # -- the connection ----------------------------------------------------
+    @property
+    def _cluster(self) -> RedisCluster:
+        assert isinstance(self._redis, RedisCluster)
+        return self._redis
 
-    def _new_connection(self) -> AbstractConnection:
-        pool = self._redis.connection_pool
+    def _new_link(self, name: str, new_connection: Any, *, persistent: bool) -> HubLink:
+        link = HubLink(
+            self,
+            name,
+            new_connection,
+            sharded=self.sharded,
+            persistent=persistent,
+            health_check_interval=self.health_check_interval,
+        )
+        self._links[name] = link
+        link.start()
+        return link
+
+    async def _link_for(self, channel: bytes) -> HubLink:
+        if not self.sharded:
+            return self._links["server"]
+        cluster = self._cluster
+        await cluster.initialize()  # once; later calls return at once
+        if self._refreshing is not None and not self._refreshing.done():
+            await asyncio.shield(self._refreshing)  # route by the map being read now
+        return self._link_to(cluster.nodes_manager.get_node_from_slot(cluster.keyslot(channel)))
+
+    def _link_to(self, node: ClusterNode) -> HubLink:
+        link = self._links.get(node.name)
+        if link is None or link.ended.done():
+            link = self._new_link(node.name, lambda: self._node_connection(node), persistent=False)
+        return link
+
+    def _connection_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         kwargs = {
-            **pool.connection_kwargs,
+            **kwargs,
             "protocol": 2,  # pub/sub messages as plain arrays
             "socket_timeout": None,  # idle is normal here; health checks detect dead peers
             "health_check_interval": 0,  # our PINGs, not redis-py's (it would read our replies)
             "client_name": self.client_name,
         }
         kwargs.pop("maint_notifications_config", None)
-        connection: AbstractConnection = pool.connection_class(**kwargs)
+        return kwargs
+
+    def _server_connection(self) -> AbstractConnection:
+        assert not isinstance(self._redis, RedisCluster)
+        pool = self._redis.connection_pool
+        connection: AbstractConnection = pool.connection_class(
+            **self._connection_kwargs(pool.connection_kwargs)
+        )
         return connection
 
-    async def _run(self) -> None:
-        backoff = 0.05
-        while not self._stopping:
-            connection = self._new_connection()
-            try:
-                await connection.connect()  # type: ignore[no-untyped-call]
-            except (RedisError, OSError) as exc:
-                log.warning("subscription hub: cannot connect to Redis: %s", exc)
-                await connection.disconnect(nowait=True)
-                await asyncio.sleep(backoff)  # reconnect backoff, not a test wait
-                backoff = min(backoff * 2, 2.0)
-                continue
-            backoff = 0.05
-            self._connects += 1
-            self._connected.set()
-            reason = "Redis pub/sub connection lost"
-            try:
-                await self._serve(connection)
-            except (RedisError, OSError) as exc:
-                reason = f"Redis pub/sub connection lost: {exc}"
-                log.warning("subscription hub: %s", reason)
-            except Exception as exc:  # a bug must not end live delivery for the process
-                reason = f"Redis pub/sub connection lost: {exc!r}"
-                log.exception("subscription hub: reader failed; reconnecting")
-            finally:
-                self._connected.clear()
-                self._fail_all("subscription hub stopped" if self._stopping else reason)
-                with contextlib.suppress(Exception):
-                    await connection.disconnect(nowait=True)
+    def _node_connection(self, node: ClusterNode) -> AbstractConnection:
+        connection: AbstractConnection = node.connection_class(
+            **self._connection_kwargs(node.connection_kwargs)
+        )
+        return connection
 
-    async def _serve(self, connection: AbstractConnection) -> None:
-        reader = asyncio.create_task(self._read(connection))
-        writer = asyncio.create_task(self._write(connection))
-        try:
-            done, _ = await asyncio.wait({reader, writer}, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                task.result()  # re-raise the failure
-            raise ConnectionError("pub/sub connection closed")
-        finally:
-            for task in (reader, writer):
-                task.cancel()
-            await asyncio.gather(reader, writer, return_exceptions=True)
+    async def _refresh_slots(self) -> None:
+        """Re-read the cluster's slot map (one refresh at a time)."""
+        await asyncio.shield(self._start_refresh())
 
-    async def _write(self, connection: AbstractConnection) -> None:
-        while True:
-            command = await self._outbox.get()
-            await connection.send_command(*command, check_health=False)
+    def _start_refresh(self) -> asyncio.Task[None]:
+        if self._refreshing is None or self._refreshing.done():
+            self._refreshing = asyncio.create_task(self._cluster.nodes_manager.initialize())
+            self._refreshing.add_done_callback(_log_refresh_failure)
+        return self._refreshing
 
-    async def _read(self, connection: AbstractConnection) -> None:
-        pinged = False
-        while True:
-            reply = await connection.read_response(timeout=self.health_check_interval)
-            if reply is None:  # idle for a whole interval
-                if pinged:
-                    raise ConnectionError("no answer to PING")
-                self._awaiting_reply.append((b"ping", b"", None))
-                self._outbox.put_nowait((b"PING",))
-                pinged = True
-                continue
-            pinged = False
-            if isinstance(reply, list) and reply:
-                kind = reply[0]
-                if kind == _MESSAGE:
-                    self._dispatch(reply[1], reply[2])
-                    continue
-                self._reply(kind.lower(), reply[1] if len(reply) > 1 else b"")
-            else:  # +PONG when nothing is subscribed
-                self._reply(b"pong", b"")
+    def _refresh_soon(self) -> None:
+        """Start re-reading the slot map now; subscribes route by it once read."""
+        if self.sharded and self._started:
+            self._start_refresh()
 
-    def _reply(self, kind: bytes, channel: bytes) -> None:
-        if not self._awaiting_reply:
-            log.warning("subscription hub: unexpected reply %r %r", kind, channel)
-            return
-        command, expected, confirm = self._awaiting_reply.popleft()
-        if command != (b"ping" if kind == b"pong" else kind) or (
-            kind != b"pong" and expected != channel
-        ):
-            raise ConnectionError(f"pub/sub reply {kind!r} {channel!r} out of order")
-        if kind == b"pong":
-            self._pongs += 1
-        if confirm is not None and not confirm.done():
-            confirm.set_result(True)
+    # -- what links report (LinkOwner) -----------------------------------------
 
-    def _dispatch(self, name: bytes, payload: bytes) -> None:
+    def link_connected(self, link: HubLink) -> None:
+        if link.name in self._ever_connected:
+            self._reconnects += 1
+        self._ever_connected.add(link.name)
+
+    def link_lost(self, link: HubLink, reason: str) -> None:
+        for channel in [ch for ch in self._channels.values() if ch.link is link]:
+            self._fail_channel(channel, reason)
+        if not link.persistent:
+            if self._links.get(link.name) is link:
+                del self._links[link.name]
+                self._pongs_of_ended_links += link.pongs
+            self._refresh_soon()  # the node may have failed over
+
+    def link_refused(self, link: HubLink, channel_name: bytes, reason: str) -> None:
+        log.info("subscription hub: %s refused %r: %s", link.name, channel_name, reason)
+        channel = self._channels.get(channel_name)
+        if channel is not None and channel.link is link:
+            self._fail_channel(channel, reason)
+        if is_redirect(reason):
+            self._redirects += 1
+            self._refresh_soon()
+
+    def link_dropped(self, link: HubLink, channel_name: bytes) -> None:
+        channel = self._channels.get(channel_name)
+        if channel is not None and channel.link is link:
+            self._fail_channel(channel, f"the slot of {channel_name!r} moved off Redis {link.name}")
+        self._refresh_soon()
+
+    def link_message(self, link: HubLink, name: bytes, payload: bytes) -> None:
         channel = self._channels.get(name)
-        if channel is None or not channel.confirmed.done():
+        if channel is None or channel.link is not link or not channel.confirmed.done():
             return  # left, or a re-join not yet confirmed (the backlog covers it)
         try:
             event = parse_live_payload(payload)
@@ -394,22 +352,20 @@ class SubscriptionHub:
             else:
                 self._lost_subscriptions += 1
 
-    def _fail_all(self, reason: str) -> None:
-        channels = list(self._channels.values())
-        self._channels.clear()
-        for channel in channels:
-            if not channel.confirmed.done():
-                channel.confirmed.set_result(False)
-            for sub in channel.subs:
-                if sub.lost is None:
-                    self._lost_subscriptions += 1
-                sub._lose(reason)
-        for _, _, confirm in self._awaiting_reply:
-            if confirm is not None and not confirm.done():
-                confirm.set_result(False)
-        self._awaiting_reply.clear()
-        while not self._outbox.empty():
-            self._outbox.get_nowait()
+    def _fail_channel(self, channel: _Channel, reason: str) -> None:
+        if self._channels.get(channel.name) is channel:
+            del self._channels[channel.name]
+        if not channel.confirmed.done():
+            channel.confirmed.set_result(reason)
+        for sub in channel.subs:
+            if sub.lost is None:
+                self._lost_subscriptions += 1
+            sub._lose(reason)
+
+
+def _log_refresh_failure(task: asyncio.Future[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("subscription hub: cannot refresh the cluster slot map: %s", task.exception())
 
 
 __all__ = ["LiveEvent", "Subscription", "SubscriptionHub", "SubscriptionLost"]

@@ -8,7 +8,7 @@ expressions evaluated over the run state (see ``shared.expressions``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -18,6 +18,9 @@ from shared.expressions import ExpressionError, compile_expression
 
 RESERVED_STATE_KEYS = frozenset({"input", "context", "_previous", "meta", "_ports"})
 NODE_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$"
+TASK_QUEUE_PATTERN = r"^[A-Za-z0-9_.:/@\-]{1,200}$"
+# Temporal's default number of priority levels (server setting ``matching.priorityLevels``).
+PRIORITY_MIN, PRIORITY_MAX = 1, 5
 
 
 class RetrySpec(BaseModel):
@@ -51,7 +54,23 @@ class NodeSpec(BaseModel):
         None, ge=1, le=10_000, description="bound on executions of this node (cycles)"
     )
     local: bool = Field(False, description="run as a local activity (short pure nodes)")
-    task_queue: str | None = None
+    task_queue: str | None = Field(
+        None,
+        pattern=TASK_QUEUE_PATTERN,
+        description="task queue of this node's activities; default: the graph's "
+        "task_queues entry for its type, else the run's own queue",
+    )
+    priority: int | None = Field(
+        None,
+        ge=PRIORITY_MIN,
+        le=PRIORITY_MAX,
+        description="Temporal priority of this node's activities when its queue has a "
+        "backlog: 1 runs first, 5 last; default: the run's (3 unless set)",
+        # Unset, the field is left out: the payload is what it was before the field
+        # existed, which a worker of the previous release (extra="forbid") still
+        # reads during a rolling upgrade.
+        exclude_if=lambda value: value is None,
+    )
 
     @field_validator("id")
     @classmethod
@@ -90,12 +109,27 @@ class GraphSpec(BaseModel):
     input_schema: dict[str, Any] | None = Field(
         None, description="JSON Schema the run input must satisfy"
     )
+    task_queues: dict[str, Annotated[str, Field(pattern=TASK_QUEUE_PATTERN)]] = Field(
+        default_factory=dict,
+        description="node type → task queue its activities run on (e.g. {agent: llm}); "
+        "a node's own task_queue wins",
+        exclude_if=lambda value: not value,  # as NodeSpec.priority: rolling upgrades
+    )
 
     def node(self, node_id: str) -> NodeSpec:
         for node in self.nodes:
             if node.id == node_id:
                 return node
         raise KeyError(node_id)
+
+    def task_queue_of(self, node: NodeSpec) -> str | None:
+        """The task queue of ``node``'s activities; None: the run's own queue.
+
+        Local activities run on the workflow's worker, so they have none.
+        """
+        if node.local:
+            return None
+        return node.task_queue or self.task_queues.get(node.type)
 
     def outgoing(self, node_id: str) -> list[EdgeSpec]:
         return [e for e in self.edges if e.from_ == node_id]

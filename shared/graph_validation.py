@@ -211,6 +211,32 @@ def _check_router_ports(spec: GraphSpec, node: NodeSpec) -> list[Error]:
     ]
 
 
+def _check_routing(spec: GraphSpec, known_types: Collection[str]) -> list[Error]:
+    """``task_queues`` names only known node types; a local node takes no queue."""
+    errors = [
+        _error(
+            None,
+            f"task_queues.{node_type}",
+            "unknown_node_type",
+            f"unknown node type '{node_type}' (known: {', '.join(sorted(known_types))})",
+        )
+        for node_type in spec.task_queues
+        if node_type not in known_types
+    ]
+    errors.extend(
+        _error(
+            node.id,
+            "task_queue",
+            "local_task_queue",
+            "a local node runs on the run's own worker, not on a task queue: "
+            "drop task_queue or local",
+        )
+        for node in spec.nodes
+        if node.local and node.task_queue is not None
+    )
+    return errors
+
+
 def validate_graph(spec: GraphSpec, catalog: Catalog) -> None:
     """Check a graph completely before a run starts.
 
@@ -218,7 +244,8 @@ def validate_graph(spec: GraphSpec, catalog: Catalog) -> None:
     the params are valid (pydantic models of the built-ins, the published JSON
     Schema of other types; params supplied by ``inputs`` are not required);
     templates and expressions compile; tools exist (when the catalog knows them);
-    router ports used by edges exist.
+    router ports used by edges exist. Routing: ``task_queues`` maps known node
+    types only, and no local node names a task queue.
 
     Raises:
         GraphInvalid: structure or parameters are wrong; ``errors`` names each
@@ -227,7 +254,7 @@ def validate_graph(spec: GraphSpec, catalog: Catalog) -> None:
     """
     validate_structure(spec)
     catalog = Catalog.builtin().merged(catalog)
-    errors: list[Error] = []
+    errors: list[Error] = _check_routing(spec, catalog.node_types)
     unknown = False
     for node in spec.nodes:
         model = BUILTIN_PARAMS.get(node.type)

@@ -22,6 +22,7 @@ import sys
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, Literal, TextIO
+from urllib.parse import urlsplit, urlunsplit
 
 from opentelemetry import trace
 
@@ -188,3 +189,15 @@ def configure_logging(settings: Settings, stream: TextIO | None = None) -> None:
         root.removeHandler(old)
     root.addHandler(build_handler(settings, stream))
     root.setLevel(settings.log_level.upper())
+
+
+def redact_url(url: str) -> str:
+    """A URL without its password, for logs (also with several hosts, as in
+    ``redis+cluster://`` or a MongoDB replica set)."""
+    parts = urlsplit(url)
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    if not at or ":" not in userinfo:
+        return url
+    username = userinfo.split(":", 1)[0]
+    netloc = f"{username}:***@{hosts}" if username else f"***@{hosts}"
+    return urlunsplit(parts._replace(netloc=netloc))

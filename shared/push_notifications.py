@@ -35,7 +35,7 @@ from shared.errors import ValidationFailed
 from shared.task_events import TaskEvent
 
 if TYPE_CHECKING:
-    import redis.asyncio as aioredis
+    from shared.redis_connect import RedisClient
 
 logger = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ class PushOutbox:
         redis: the bus's Redis client.
     """
 
-    def __init__(self, redis: aioredis.Redis) -> None:
+    def __init__(self, redis: RedisClient) -> None:
         self.redis = redis
 
     @staticmethod

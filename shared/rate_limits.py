@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import redis.asyncio as aioredis
+from shared.redis_connect import RedisClient
 
 KEY_PREFIX = "spindle:ratelimit"
 
@@ -79,7 +79,7 @@ class RateLimiter:
         redis: an asyncio Redis client (any ``decode_responses``).
     """
 
-    def __init__(self, redis: aioredis.Redis) -> None:
+    def __init__(self, redis: RedisClient) -> None:
         self._script = redis.register_script(GCRA_SCRIPT)
 
     async def hit(

@@ -50,7 +50,11 @@ class Settings(BaseSettings):
     # Redis message bus
     redis_url: str = Field(
         "redis://127.0.0.1:6379/0",
-        description="Redis server of the message bus (live stream and recent history)",
+        description=(
+            "Redis of the message bus (live stream and recent history): "
+            "`redis://host:port/db`, a cluster `redis+cluster://host:port,host:port`, or "
+            "Sentinel `redis+sentinel://host:port,host:port/<master>/<db>` (`rediss…` for TLS)"
+        ),
         validation_alias=_env("REDIS_URL", "REDIS_URL"),
     )
     history_max_messages: int = Field(
@@ -77,10 +81,35 @@ class Settings(BaseSettings):
         description="MongoDB database name",
         validation_alias=_env("MONGO_DB", "MONGO_DB"),
     )
+    mongo_write_concern: str = Field(
+        "majority",
+        pattern=r"^(majority|[1-9][0-9]*|[A-Za-z][\w-]*)$",
+        description=(
+            "Write concern `w` of every Spindle write to MongoDB (archive, task store, "
+            "files, API keys): `majority`, a number of members, or a tag set name; "
+            "overrides a `w` in the URL"
+        ),
+        validation_alias=_env("MONGO_WRITE_CONCERN"),
+    )
+    mongo_read_concern: Literal["local", "majority", "available", "linearizable"] = Field(
+        "majority",
+        description=(
+            "Read concern of Spindle's MongoDB reads; `majority` never returns a write a "
+            "replica-set failover could roll back"
+        ),
+        validation_alias=_env("MONGO_READ_CONCERN"),
+    )
     archive_enabled: bool = Field(
         True,
         description="Archive runs, messages and node reports in MongoDB",
         validation_alias=_env("ARCHIVE_ENABLED"),
+    )
+    archive_port_data_max_bytes: int = Field(
+        16_384,
+        ge=0,
+        description="Largest node output (JSON bytes) kept in a run document's portData; "
+        "a larger one is kept as a summary (its node report has it whole)",
+        validation_alias=_env("ARCHIVE_PORT_DATA_MAX_BYTES"),
     )
 
     # Gateway
@@ -102,6 +131,27 @@ class Settings(BaseSettings):
         gt=0,
         description="Seconds between SSE keep-alive comments on an idle stream",
         validation_alias=_env("SSE_KEEPALIVE_SECONDS"),
+    )
+    sse_shutdown_retry_ms: int = Field(
+        1000,
+        ge=0,
+        le=60_000,
+        description=(
+            "Reconnection delay (SSE retry) hinted to clients whose stream a stopping gateway "
+            "ends; each stream gets a random delay from this to twice this, so the clients "
+            "spread over the other gateways"
+        ),
+        validation_alias=_env("SSE_SHUTDOWN_RETRY_MS"),
+    )
+    gateway_graceful_shutdown_seconds: int = Field(
+        10,
+        ge=1,
+        description=(
+            "Seconds a stopping gateway lets open requests finish before it cancels them "
+            "(SSE streams end at once, with a retry hint); keep it below the pod's "
+            "terminationGracePeriodSeconds"
+        ),
+        validation_alias=_env("GATEWAY_GRACEFUL_SHUTDOWN_SECONDS"),
     )
     history_gzip_level: int = Field(
         1,
@@ -238,6 +288,24 @@ class Settings(BaseSettings):
         validation_alias=_env("PAYLOAD_OFFLOAD_BYTES"),
     )
 
+    # Conversation web page (GET /ui/)
+    ui_upload_accept: str = Field(
+        "",
+        max_length=2000,
+        description=(
+            "File types the web page offers to upload, as an HTML accept list "
+            "(e.g. '.pdf,.csv,image/*'); empty: any. A page convenience, not a server check"
+        ),
+        validation_alias=_env("UI_UPLOAD_ACCEPT"),
+    )
+    ui_upload_max_files: int = Field(
+        5,
+        ge=1,
+        le=100,
+        description="Most files the web page uploads in one pick or drop",
+        validation_alias=_env("UI_UPLOAD_MAX_FILES"),
+    )
+
     # LLM
     llm_provider: Literal["offline", "openai"] = Field(
         "offline",
@@ -259,6 +327,43 @@ class Settings(BaseSettings):
         description="Model name for the OpenAI-compatible API",
         validation_alias=_env("OPENAI_MODEL"),
     )
+    openai_stream_usage: bool = Field(
+        True,
+        description=(
+            "Ask the OpenAI-compatible API for token usage in the last chunk of a stream "
+            "(stream_options.include_usage); turn off for servers that reject it"
+        ),
+        validation_alias=_env("OPENAI_STREAM_USAGE"),
+    )
+    llm_streaming: bool = Field(
+        True,
+        description=(
+            "Stream LLM tokens to clients as STREAMING_CHUNK messages; off: only the "
+            "final THOUGHT/ANSWER is posted"
+        ),
+        validation_alias=_env("LLM_STREAMING"),
+    )
+    stream_chunk_interval_ms: float = Field(
+        16.0,
+        gt=0,
+        description="Longest time a streamed token waits before it is posted in a chunk",
+        validation_alias=_env("STREAM_CHUNK_INTERVAL_MS"),
+    )
+    stream_chunk_max_chars: int = Field(
+        200,
+        ge=1,
+        description="Most characters in one STREAMING_CHUNK; a fuller buffer is posted at once",
+        validation_alias=_env("STREAM_CHUNK_MAX_CHARS"),
+    )
+    offline_token_delay_ms: float = Field(
+        0.0,
+        ge=0,
+        description=(
+            "Pause of the offline model before each token it streams (0: as fast as it "
+            "can; ~20 looks like a hosted model)"
+        ),
+        validation_alias=_env("OFFLINE_TOKEN_DELAY_MS"),
+    )
 
     # Worker
     worker_max_concurrent_activities: int = Field(
@@ -266,6 +371,25 @@ class Settings(BaseSettings):
         ge=1,
         description="Activities one worker process runs at once",
         validation_alias=_env("WORKER_MAX_CONCURRENT_ACTIVITIES"),
+    )
+    worker_graceful_shutdown_seconds: float = Field(
+        30.0,
+        gt=0,
+        description=(
+            "Seconds a stopping worker (SIGTERM) lets running activities finish before it "
+            "cancels them; it polls no new work meanwhile. Keep it below the pod's "
+            "terminationGracePeriodSeconds"
+        ),
+        validation_alias=_env("WORKER_GRACEFUL_SHUTDOWN_SECONDS"),
+    )
+    worker_task_queues: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Task queues this worker polls; the main queue (SPINDLE_TASK_QUEUE) runs "
+            "workflows and activities, any other only the activities of nodes routed to "
+            "it (task_queue / task_queues in a graph); empty: the main queue; JSON list"
+        ),
+        validation_alias=_env("WORKER_TASK_QUEUES"),
     )
     worker_metrics_port: int = Field(
         9464,

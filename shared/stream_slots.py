@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-import redis.asyncio as aioredis
+from shared.redis_connect import RedisClient
 
 KEY_PREFIX = "spindle:streams"
 
@@ -86,7 +86,7 @@ class StreamSlots:
         lease_ttl_seconds: how long a lease lives without a refresh.
     """
 
-    def __init__(self, redis: aioredis.Redis, *, lease_ttl_seconds: float) -> None:
+    def __init__(self, redis: RedisClient, *, lease_ttl_seconds: float) -> None:
         if lease_ttl_seconds <= 0:
             raise ValueError("lease_ttl_seconds must be positive")
         self._redis = redis

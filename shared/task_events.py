@@ -24,9 +24,10 @@ import orjson
 from pydantic import BaseModel
 
 from shared.bus import live_channel, stream_key
+from shared.redis_connect import publish_command
 
 if TYPE_CHECKING:
-    import redis.asyncio as aioredis
+    from shared.redis_connect import RedisClient
 
 TaskEventType = Literal[
     "task_status_update",
@@ -123,13 +124,14 @@ def seq_key(root_task_id: str) -> str:
     return stream_key(events_stream_id(root_task_id), "taskseq")
 
 
-# KEYS: log, seq. ARGV: event JSON, ends '0'|'1', maxlen, ttl s, live channel.
+# KEYS: log, seq. ARGV: event JSON, ends '0'|'1', maxlen, ttl s, live channel,
+# PUBLISH or SPUBLISH (a Redis Cluster: the channel shares the keys' slot).
 _APPEND = """
 local seq = redis.call('INCR', KEYS[2])
 redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[3], seq .. '-1', 'e', ARGV[1])
 redis.call('EXPIRE', KEYS[1], ARGV[4])
 redis.call('EXPIRE', KEYS[2], ARGV[4])
-redis.call('PUBLISH', ARGV[5], seq .. ' ' .. ARGV[2] .. ' ' .. ARGV[1])
+redis.call(ARGV[6], ARGV[5], seq .. ' ' .. ARGV[2] .. ' ' .. ARGV[1])
 return seq
 """
 
@@ -147,8 +149,9 @@ class TaskEventLog:
         redis: the bus's Redis client.
     """
 
-    def __init__(self, redis: aioredis.Redis) -> None:
+    def __init__(self, redis: RedisClient) -> None:
         self.redis = redis
+        self._publish = publish_command(redis)
 
     async def append(self, event: TaskEvent) -> int:
         """Append and publish ``event``; returns its sequence number in the tree."""
@@ -163,6 +166,7 @@ class TaskEventLog:
             str(LOG_MAXLEN),
             str(LOG_TTL_SECONDS),
             live_channel(events_stream_id(root)),
+            self._publish,
         )
         return int(seq)
 

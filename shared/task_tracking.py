@@ -25,8 +25,7 @@ from shared.task_graph import TaskRunMeta
 from shared.task_models import TERMINAL_STATUSES
 
 if TYPE_CHECKING:
-    import redis.asyncio as aioredis
-
+    from shared.redis_connect import RedisClient
     from shared.task_store import TaskStore
 
 logger = logging.getLogger(__name__)
@@ -51,7 +50,7 @@ class TaskTracker:
         redis: the bus's Redis client (event log and push queue).
     """
 
-    def __init__(self, store: TaskStore, redis: aioredis.Redis) -> None:
+    def __init__(self, store: TaskStore, redis: RedisClient) -> None:
         self.store = store
         self.events = TaskEventLog(redis)
         self.push = PushOutbox(redis)

@@ -15,12 +15,15 @@ parent of the workflow's ``RunWorkflow`` span and of every activity span.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from temporalio.client import Interceptor
 from temporalio.contrib.opentelemetry import TracingInterceptor
 
@@ -102,3 +105,60 @@ def annotate_node_span(
             "durationMs": duration_ms,
         }
     )
+
+
+def current_trace_ids() -> dict[str, str]:
+    """``{"traceId", "spanId"}`` of the current span (hex, as log lines carry
+    them), or ``{}`` when no span is current (tracing off)."""
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return {}
+    return {
+        "traceId": trace.format_trace_id(context.trace_id),
+        "spanId": trace.format_span_id(context.span_id),
+    }
+
+
+def current_traceparent() -> str | None:
+    """The W3C ``traceparent`` of the current span, or None when none is recorded.
+
+    The gateway stores it with a run at start, so that later requests about the
+    run (answers, steering) can join the run's trace.
+    """
+    if not trace.get_current_span().is_recording():
+        return None
+    carrier: dict[str, str] = {}
+    TraceContextTextMapPropagator().inject(carrier)
+    return carrier.get("traceparent")
+
+
+@contextmanager
+def joined_run_trace(
+    name: str, *, run_id: str, traceparent: str | None, attributes: dict[str, Any] | None = None
+) -> Iterator[None]:
+    """Make what runs inside part of a run's trace.
+
+    Starts span ``name`` as a child of ``traceparent`` (the span that started
+    the run) and makes it current, so Temporal's client interceptor puts its
+    ``StartWorkflowUpdate`` / ``SignalWorkflow`` span in the run's trace too.
+    The span links to the span that was current before (the HTTP request of
+    the answer), so each trace leads to the other. Does nothing when no span is
+    being recorded here (tracing off) or the run has no ``traceparent``.
+    """
+    caller = trace.get_current_span()
+    if not traceparent or not caller.is_recording():
+        yield
+        return
+    parent = TraceContextTextMapPropagator().extract({"traceparent": traceparent})
+    if not trace.get_current_span(parent).get_span_context().is_valid:
+        yield
+        return
+    tracer = trace.get_tracer(TRACER_NAME)
+    with tracer.start_as_current_span(
+        name,
+        context=parent,
+        kind=trace.SpanKind.INTERNAL,
+        links=[trace.Link(caller.get_span_context())],
+        attributes={"runId": run_id, **(attributes or {})},
+    ):
+        yield

@@ -4,9 +4,9 @@
 
     spindle archive prune --older-than-days N [--dry-run]
 
-Deletes runs created more than N days ago together with their stream's messages
-and their node reports, and prints how many of each. pymongo is imported when
-the command runs, not when ``spindle`` builds its parser.
+Deletes runs created more than N days ago together with their stream's messages,
+their node reports and their NodeMessage trace, and prints how many of each.
+pymongo is imported when the command runs, not when ``spindle`` builds its parser.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ def add_archive_command(commands: argparse._SubParsersAction[argparse.ArgumentPa
     actions = parser.add_subparsers(title="actions", metavar="ACTION", required=True)
 
     prune = actions.add_parser(
-        "prune", help="delete runs older than N days with their messages and node reports"
+        "prune",
+        help="delete runs older than N days with their messages, node reports and trace",
     )
     prune.add_argument(
         "--older-than-days",
@@ -63,6 +64,7 @@ def _cmd_prune(args: argparse.Namespace) -> int:
     counts = asyncio.run(_prune(args.older_than_days, args.dry_run))
     verb = "would delete" if args.dry_run else "deleted"
     print(
-        f"{verb} {counts.runs} runs, {counts.messages} messages, {counts.node_reports} node reports"
+        f"{verb} {counts.runs} runs, {counts.messages} messages, "
+        f"{counts.node_reports} node reports, {counts.trace_messages} trace messages"
     )
     return 0

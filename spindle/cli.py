@@ -9,6 +9,8 @@
     spindle graphs list               the registered graphs
     spindle runs replay WORKFLOW_ID   replay a run's Temporal history with this code
     spindle runs timeline WORKFLOW_ID a run's node executions, from the archive
+    spindle runs list|describe|cancel runs as the gateway's clients see them
+    spindle chat GRAPH --input JSON   start a run and hold its conversation
 
 Each command lives in a ``_cmd_*`` function and is added by an ``_add_*``
 function, so a new command (``replay``, ``timeline``, ``keys``) is one more
@@ -102,13 +104,24 @@ def _add_worker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="run the Temporal worker against configured servers",
         description="Run the worker in this process, configured by SPINDLE_* variables.",
     )
+    parser.add_argument(
+        "--task-queue",
+        action="append",
+        dest="task_queues",
+        metavar="QUEUE",
+        help=(
+            "poll this task queue (repeatable; default: SPINDLE_WORKER_TASK_QUEUES, else "
+            "SPINDLE_TASK_QUEUE). The main queue runs workflows and activities, any other "
+            "only the activities of the nodes a graph routes to it"
+        ),
+    )
     parser.set_defaults(handler=_cmd_worker)
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
     from worker.main import main as worker_main
 
-    worker_main()
+    worker_main(args.task_queues)
     return 0
 
 
@@ -220,11 +233,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_gateway(commands)
     _add_graphs(commands)
     from spindle.archive_commands import add_archive_command
+    from spindle.chat_command import add_chat_command
     from spindle.key_commands import add_keys_command
     from spindle.run_commands import add_runs_command
 
     add_keys_command(commands)
     add_runs_command(commands)
+    add_chat_command(commands)
     add_archive_command(commands)
     return parser
 

@@ -18,6 +18,7 @@ is printed and the rest of the stack is stopped.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 import time
@@ -56,9 +57,16 @@ def stack_overrides(config: DevConfig) -> dict[str, Any]:
     }
 
 
+# Demo pacing of the offline model, so that `spindle dev` shows an answer arriving
+# token by token; the environment's own value wins.
+DEV_OFFLINE_TOKEN_DELAY_MS = "20"
+
+
 def child_env(config: DevConfig) -> dict[str, str]:
     """Environment for the worker and gateway children (on top of ours)."""
     env = {"PYTHONUNBUFFERED": "1"}
+    if "SPINDLE_OFFLINE_TOKEN_DELAY_MS" not in os.environ:
+        env["SPINDLE_OFFLINE_TOKEN_DELAY_MS"] = DEV_OFFLINE_TOKEN_DELAY_MS
     for name, value in stack_overrides(config).items():
         alias = Settings.model_fields[name].validation_alias
         # The first alias is the SPINDLE_ one, which wins over the plain names.
@@ -225,13 +233,14 @@ class DevStack:
             process.stop(timeout=STOP_TIMEOUT_SECONDS)
 
     def banner(self) -> str:
-        from worker.main import redact_url
+        from shared.logging_setup import redact_url
 
         cfg = self.config
         redis_note = "" if cfg.redis_url else " (embedded)"
         mongo_note = "" if cfg.mongo_url else " (embedded nx-27017)"
         rows = [
             ("Gateway", cfg.gateway_url),
+            ("Conversation page", f"{cfg.gateway_url}/ui/"),
             ("API docs (OpenAPI)", f"{cfg.gateway_url}/docs"),
             ("Temporal UI", cfg.temporal_ui_url),
             ("Temporal (gRPC)", cfg.temporal_address),

@@ -29,7 +29,9 @@ SUMMARY_CHARS = 60
 
 
 def add_runs_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = commands.add_parser("runs", help="replay a run's history or show its timeline")
+    parser = commands.add_parser(
+        "runs", help="list, describe or cancel runs; replay a run's history or show its timeline"
+    )
     actions = parser.add_subparsers(title="actions", metavar="ACTION", required=True)
 
     replay = actions.add_parser(
@@ -46,6 +48,10 @@ def add_runs_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     timeline.add_argument("workflow_id", metavar="WORKFLOW_ID")
     timeline.add_argument("--json", action="store_true", help="print the node reports as JSON")
     timeline.set_defaults(handler=_cmd_timeline)
+
+    from spindle.run_client_commands import add_client_actions
+
+    add_client_actions(actions)
 
 
 async def _connect(settings: Settings) -> Client:

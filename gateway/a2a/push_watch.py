@@ -68,7 +68,7 @@ from shared.messages import CompactMessage
 from shared.push_notifications import CONFIG_TTL_SECONDS, PushConfig, PushJob, PushOutbox
 
 if TYPE_CHECKING:
-    import redis.asyncio as aioredis
+    from shared.redis_connect import RedisClient
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +170,7 @@ class PushConfigStore:
         redis: the bus's Redis client.
     """
 
-    def __init__(self, redis: aioredis.Redis) -> None:
+    def __init__(self, redis: RedisClient) -> None:
         self.redis = redis
         self.outbox = PushOutbox(redis)
 

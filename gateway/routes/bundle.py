@@ -2,13 +2,19 @@
 
 For support and debugging: attach the bundle to a bug report and the run can be
 read (and its Temporal history replayed) without access to the servers. The
-document has four parts:
+document has these parts:
 
 * ``run``: the run as ``GET /runs/{workflow_id}`` describes it;
 * ``messages``: its stored messages, the compact JSON ``/updates`` serves;
 * ``node_reports``: the archived node reports, with their inputs and outputs;
 * ``history``: the Temporal event history as JSON (``temporal history``'s
   format, what ``Replayer`` reads), or null once Temporal no longer keeps it.
+
+* ``trace``: the run's NodeMessages (the ``run_trace`` collection), in order,
+  each with the ``traceId`` / ``spanId`` of the span that recorded it;
+* ``trace_ids``: the run's OpenTelemetry trace id (``run``) and, for each
+  archived message, the trace and span that posted it (``messages``: ``seq``,
+  ``traceId``, ``spanId``); empty when tracing was off.
 
 The history is returned whole, however long: a replay needs every event. A
 run of thousands of node executions makes a bundle of several megabytes.
@@ -39,6 +45,7 @@ from gateway.message_history import stored_messages
 from gateway.problems import temporal_error
 from gateway.run_lookup import describe_run
 from shared.archive import RunArchive
+from shared.run_trace_archive import message_trace_ids, run_trace
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +62,12 @@ class RunBundle(BaseModel):
     )
     history: dict[str, Any] | None = Field(
         description="Temporal event history JSON; null when Temporal no longer has the run"
+    )
+    trace: list[dict[str, Any]] = Field(
+        description="the run's NodeMessages (seed 000), in order, with traceId / spanId"
+    )
+    trace_ids: dict[str, Any] = Field(
+        description="run: the run's trace id; messages: [{seq, traceId, spanId}] per message"
     )
 
 
@@ -85,6 +98,7 @@ async def get_run_bundle(
         workflow_id, bus=bus, archive=archive if settings.archive_enabled else None
     )
     reports = await _node_reports(archive, workflow_id) if settings.archive_enabled else []
+    traced = await _trace(archive, workflow_id) if settings.archive_enabled else ([], {})
     history = await _history(temporal, workflow_id)
     # Stored messages already are compact JSON: splice their bytes in unparsed.
     body = b"".join(
@@ -97,6 +111,10 @@ async def get_run_bundle(
             orjson.dumps(reports, default=str),
             b',"history":',
             orjson.dumps(history),
+            b',"trace":',
+            orjson.dumps(traced[0], default=str),
+            b',"trace_ids":',
+            orjson.dumps(traced[1]),
             b"}",
         )
     )
@@ -109,6 +127,20 @@ async def _node_reports(archive: RunArchive, workflow_id: str) -> list[dict[str,
     except Exception as exc:
         log.warning("archive node reports of %s failed: %s", workflow_id, exc)
         return []
+
+
+async def _trace(
+    archive: RunArchive, workflow_id: str
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    try:
+        record = await archive.get_run(workflow_id)
+        messages = await run_trace(archive, workflow_id)
+        posted = await message_trace_ids(archive, workflow_id)
+    except Exception as exc:
+        log.warning("archive trace of %s failed: %s", workflow_id, exc)
+        return [], {}
+    run_trace_id = record.trace_id if record is not None else None
+    return messages, {"run": run_trace_id, "messages": posted}
 
 
 async def _history(temporal: Client, workflow_id: str) -> dict[str, Any] | None:

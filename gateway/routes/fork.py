@@ -34,7 +34,7 @@ from shared import metrics
 from shared.archive import RunArchive
 from shared.errors import Conflict, NotFound, ValidationFailed
 from shared.graph_spec import GraphSpec
-from shared.run_models import GraphRunInput, NodeStatus, ReplayedNode
+from shared.run_models import GRAPH_RUN_WORKFLOW, GraphRunInput, NodeStatus, ReplayedNode
 
 router = APIRouter(tags=["runs"])
 
@@ -45,7 +45,10 @@ FORK_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"description": "missing or invalid credentials (problem+json)"},
     403: {"description": "may see the run but not control it (problem+json)"},
     404: {"description": "unknown run (problem+json)"},
-    409: {"description": "the source run has no recorded node outputs (problem+json)"},
+    409: {
+        "description": "the source is not a graph run, or has no recorded node outputs "
+        "(problem+json)"
+    },
     422: {"description": "from_node is not a node of the run's graph (problem+json)"},
     503: {"description": "Temporal or MongoDB unavailable; retry (problem+json)"},
 }
@@ -166,6 +169,13 @@ async def _source_input(temporal: Client, workflow_id: str) -> GraphRunInput:
     try:
         async for event in handle.fetch_history_events():
             started = event.workflow_execution_started_event_attributes
+            if started.workflow_type.name != GRAPH_RUN_WORKFLOW:
+                # A workstream child (or any other workflow) has another input
+                # type: there is no graph to fork.
+                raise Conflict(
+                    f"run '{workflow_id}' is a {started.workflow_type.name} workflow; "
+                    "only graph runs can be forked"
+                )
             decoded = await temporal.data_converter.decode(started.input.payloads, [GraphRunInput])
             run_input = decoded[0]
             assert isinstance(run_input, GraphRunInput)

@@ -17,7 +17,7 @@ from fastapi.responses import Response
 
 from gateway.api_models import MessagesPage
 from gateway.deps import ArchiveDep, BusDep, ReadableRunDep, SettingsDep
-from gateway.message_history import stored_messages
+from gateway.message_history import compact_superseded, stored_messages
 
 router = APIRouter(tags=["messages"])
 
@@ -67,6 +67,15 @@ async def get_updates(
     since: Annotated[
         int | None, Query(ge=0, description="only messages with ts > since (epoch ms)")
     ] = None,
+    compact: Annotated[
+        bool,
+        Query(
+            description=(
+                "drop STREAMING_CHUNK messages superseded by the final THOUGHT/ANSWER "
+                "(or voided by RESTARTING) of the same activity; false: every stored message"
+            )
+        ),
+    ] = True,
     accept_encoding: Annotated[str | None, Header()] = None,
 ) -> Response:
     messages = await stored_messages(
@@ -75,6 +84,8 @@ async def get_updates(
         archive=archive if settings.archive_enabled else None,
         since_ts=since,
     )
+    if compact:
+        messages = compact_superseded(messages)
     body = b'{"messages":[' + b",".join(m.raw for m in messages) + b"]}"
     headers = {"Vary": "Accept-Encoding", "Cache-Control": "no-store"}
     if accepts_gzip(accept_encoding):

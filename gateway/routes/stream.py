@@ -77,6 +77,7 @@ def _event_id(value: str | None, source: str) -> int | None:
 async def stream_messages(
     workflow_id: str,
     run_id: str,
+    request: Request,
     *,
     run: ReadableRunDep,
     identity: IdentityDep,
@@ -126,7 +127,8 @@ async def stream_messages(
         keepalive_seconds=settings.sse_keepalive_seconds,
         lease=lease,
     )
-    return EventStreamResponse(stream)
+    # Ended with a retry hint when this process stops (gateway.stream_drain).
+    return EventStreamResponse(stream, drain=getattr(request.app.state, "stream_drain", None))
 
 
 class StreamToken(BaseModel):

@@ -1,7 +1,7 @@
 """Spindle benchmark: one command, one run, ratios against raw floors.
 
     .venv/bin/python -m tests.bench.run
-        [--only nodes|sse|updates|load|workstreams|jsonrpc|telemetry]
+        [--only nodes|sse|updates|load|workstreams|jsonrpc|telemetry|scale|tokens|browser|redis]
         [--nodes 50] [--messages 300] [--repeat 3] [--load-runs 200] [--load-concurrency N]
         [--ws-launches 20] [--ws-levels 5,10,20,30,40,50,75,100]
 
@@ -22,6 +22,19 @@ loopback ports, then prints (each section, or those chosen with ``--only``):
 - ``telemetry``: ms per node of the same chain with archive, tracing (OTLP/HTTP
   to a local dummy receiver) and metrics on vs all off, and their ratio (see
   ``tests.bench.telemetry``).
+- ``scale``: the load through one worker process and through two (alternating
+  passes, medians): runs/s and messages/s of each and their ratio, CPU seconds of
+  every process, and what one run costs in Redis memory and MongoDB documents
+  (see ``tests.bench.scale``), bounded in time.
+- ``tokens``: STREAMING_CHUNK messages and bytes on the wire per 1000 LLM tokens
+  with batching (16 ms / 200 characters) vs one message per token, at several
+  token paces, and the posting cost per token (see ``tests.bench.tokens``).
+- ``browser``: token → browser-visible latency p50/p99: a STREAMING_CHUNK posted
+  through the bus until its text is in the conversation page of a headless
+  Chromium, vs a bare Redis publish → subscribe (see ``tests.bench.browser_latency``).
+- ``redis``: the bus on one Redis server vs a three-master Redis Cluster: post
+  round trip and post → live receipt through the subscription hub, each against
+  a bare (S)PUBLISH → (S)SUBSCRIBE (see ``tests.bench.redis_topologies``).
 
 Figures are printed and written to ``test-artifacts/bench.json``; nothing here
 asserts a time (speed is reported, never tested), except that the load run must
@@ -52,11 +65,15 @@ from shared.messages import AgentMessageType, create_compact_message
 from shared.run_models import GRAPH_RUN_WORKFLOW, GraphRunInput, GraphRunResult
 from shared.settings import Settings
 from shared.temporal_converter import data_converter
+from tests.bench.browser_latency import bench_browser_latency
 from tests.bench.floor import BareActivities, NoopBatch, bench_noop, redis_pubsub_latencies
 from tests.bench.jsonrpc import bench_jsonrpc
 from tests.bench.load import LOAD_INPUTS, LoadBudgetExceeded, LoadErrors, LoadOptions, bench_load
+from tests.bench.redis_topologies import bench_redis_topologies
+from tests.bench.scale import ScaleBudgetExceeded, ScaleOptions, bench_scale
 from tests.bench.stack import bench_stack
 from tests.bench.telemetry import bench_telemetry
+from tests.bench.tokens import bench_tokens
 from tests.bench.workstreams import (
     WorkstreamBenchOptions,
     WorkstreamBudgetExceeded,
@@ -64,7 +81,19 @@ from tests.bench.workstreams import (
 )
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-SECTIONS = ("nodes", "sse", "updates", "load", "workstreams", "jsonrpc", "telemetry")
+SECTIONS = (
+    "nodes",
+    "sse",
+    "updates",
+    "load",
+    "workstreams",
+    "jsonrpc",
+    "telemetry",
+    "scale",
+    "tokens",
+    "browser",
+    "redis",
+)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -258,7 +287,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             stack.temporal_address, data_converter=data_converter(settings)
         )
         base = ""
-        if chosen & {"sse", "updates"}:
+        if chosen & {"sse", "updates", "browser"}:
             _, base = stack.gateway("gateway")
         if "nodes" in chosen:
             results["graph_nodes"] = await bench_nodes(client, settings, args.nodes, args.repeat)
@@ -284,6 +313,23 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             results["telemetry"] = await bench_telemetry(
                 client, settings, chain_graph(args.nodes), nodes=args.nodes, repeat=args.repeat
             )
+        if "scale" in chosen:
+            scale_options = ScaleOptions(
+                runs=args.scale_runs,
+                repeat=args.scale_repeat,
+                graph=args.load_graph,
+                budget_s=args.scale_budget,
+            )
+            results["scale"] = await bench_scale(stack, client, settings, scale_options)
+        if "tokens" in chosen:
+            pacings = tuple(float(ms) for ms in args.token_pacing_ms.split(","))
+            results["tokens"] = await bench_tokens(settings, tokens=args.tokens, pacings_ms=pacings)
+        if "browser" in chosen:
+            results["browser_latency"] = await bench_browser_latency(
+                settings, base, args.browser_tokens
+            )
+        if "redis" in chosen:
+            results["redis_topologies"] = await bench_redis_topologies(args.messages)
     return results
 
 
@@ -311,15 +357,33 @@ def main() -> None:
     )
     parser.add_argument("--ws-launches", type=int, default=20, help="launches timed")
     parser.add_argument(
+        "--browser-tokens", type=int, default=300, help="chunks timed by the browser section"
+    )
+    parser.add_argument(
         "--ws-levels",
         default="5,10,20,30,40,50,75,100",
         help="concurrent workstreams tried, in order, until one does not hold",
+    )
+    parser.add_argument(
+        "--scale-runs", type=int, default=100, help="runs of each pass of the scale section"
+    )
+    parser.add_argument(
+        "--scale-repeat", type=int, default=3, help="passes of each deployment, alternating"
+    )
+    parser.add_argument(
+        "--scale-budget", type=float, default=300.0, help="deadline of the scale section, s"
+    )
+    parser.add_argument("--tokens", type=int, default=1000, help="tokens of the tokens section")
+    parser.add_argument(
+        "--token-pacing-ms",
+        default="1,5,20",
+        help="pauses before each token (ms, comma-separated) of the tokens section",
     )
     args = parser.parse_args()
     started = time.perf_counter()
     try:
         results = asyncio.run(run(args))
-    except (LoadBudgetExceeded, LoadErrors, WorkstreamBudgetExceeded) as exc:
+    except (LoadBudgetExceeded, LoadErrors, ScaleBudgetExceeded, WorkstreamBudgetExceeded) as exc:
         sys.exit(f"FAILED: {exc}")
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "bench.json").write_text(json.dumps(results, indent=2))

@@ -96,14 +96,24 @@ def start_gateway(settings: Settings, name: str, logs: Path) -> ManagedProcess:
     ).start()
 
 
-async def wait_for_worker(client: Client, task_queue: str, pid: int, proc: ManagedProcess) -> None:
-    """Wait until the worker process ``pid`` polls both task-queue types.
+async def wait_for_worker(
+    client: Client,
+    task_queue: str,
+    pid: int,
+    proc: ManagedProcess,
+    *,
+    activities_only: bool = False,
+) -> None:
+    """Wait until the worker process ``pid`` polls both task-queue types (only the
+    activity type with ``activities_only``: a secondary queue).
 
     Pollers are identified as ``<pid>@<host>`` (the SDK's default identity), so a
     restarted worker is told apart from the one that was killed.
     """
     prefix = f"{pid}@"
-    kinds = (TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY)
+    kinds: tuple[TaskQueueType.ValueType, ...] = (TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,)
+    if not activities_only:
+        kinds = (TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, *kinds)
 
     async def polling_both() -> bool:
         polling = []
@@ -208,13 +218,15 @@ class Caller:
 
 @pytest.fixture(scope="session")
 async def callers(e2e_settings: Settings) -> dict[str, Caller]:
-    """alice and bob (tenant A, no roles), carol (tenant A, admin), mallory (tenant B)."""
+    """alice and bob (tenant A, no roles), carol (tenant A, admin), mallory (tenant B),
+    and sam (tenant C), whose runs on private task queues no other test walks."""
     suffix = uuid.uuid4().hex[:6]
     people = {
         "alice": (f"tenant-a-{suffix}", []),
         "bob": (f"tenant-a-{suffix}", []),
         "carol": (f"tenant-a-{suffix}", ["admin"]),
         "mallory": (f"tenant-b-{suffix}", []),
+        "sam": (f"tenant-c-{suffix}", []),
     }
     store = ApiKeyStore.from_settings(e2e_settings)
     try:

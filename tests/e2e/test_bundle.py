@@ -24,7 +24,7 @@ async def test_a_finished_runs_bundle_has_every_part(
     reply = await http.get(f"/runs/{workflow_id}/bundle")
     assert reply.status_code == 200, reply.text
     bundle = reply.json()
-    assert set(bundle) == {"run", "messages", "node_reports", "history"}
+    assert set(bundle) == {"run", "messages", "node_reports", "history", "trace", "trace_ids"}
 
     assert bundle["run"]["workflow_id"] == workflow_id
     assert bundle["run"]["status"] == "completed"
@@ -33,6 +33,16 @@ async def test_a_finished_runs_bundle_has_every_part(
     reported = {r["node_id"]: r for r in bundle["node_reports"]}
     assert reported["keywords"]["status"] == "SUCCESS"
     assert set(reported) == {r["node_id"] for r in bundle["run"]["node_reports"]}
+    # The run's NodeMessages: each report's input and output envelope, in order.
+    envelopes = {
+        r[side]["messageId"] for r in bundle["node_reports"] for side in ("input", "output")
+    }
+    assert [m["messageId"] for m in bundle["trace"]] and {
+        m["messageId"] for m in bundle["trace"]
+    } == envelopes
+    assert bundle["trace"][0]["nodeId"] == bundle["node_reports"][0]["node_id"]
+    # The e2e stack does not trace: no trace ids, and nothing breaks.
+    assert bundle["trace_ids"] == {"run": None, "messages": []}
     events = bundle["history"]["events"]
     assert events[0]["eventType"] == "EVENT_TYPE_WORKFLOW_EXECUTION_STARTED"
     assert events[-1]["eventType"] == "EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED"

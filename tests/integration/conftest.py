@@ -2,6 +2,13 @@
 
 They reuse the session's real Redis and nx-27017 servers (``tests/conftest.py``)
 and give each test its own stream ids so tests never see each other's data.
+
+Redis topologies: a module marked ``pytest.mark.redis_topologies`` runs each of
+its tests that use ``redis_topology`` (directly or through ``redis_factory``,
+``redis_client``, ``bus`` or ``hub``) once against the session's single server
+and once against a real three-master Redis Cluster (started once per session,
+only when such a test runs: ``redis_cluster`` of ``tests/conftest.py``). Other
+modules see the single server only.
 """
 
 from __future__ import annotations
@@ -10,16 +17,29 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 
 import pytest
-
-from tests.polling import eventually
-
-__all__ = ["eventually"]
-import redis.asyncio as aioredis
 from pymongo import AsyncMongoClient
 
 from shared.archive import RunArchive
 from shared.bus import MessageBus
 from shared.bus_hub import SubscriptionHub
+from shared.redis_connect import RedisClient
+from tests.integration.redis_topologies import TOPOLOGIES, RedisTopology
+from tests.polling import eventually
+
+__all__ = ["eventually"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "redis_topologies: run the module's Redis tests on a server and a cluster"
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "redis_topology" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
+        "redis_topologies"
+    ):
+        metafunc.parametrize("redis_topology", TOPOLOGIES, indirect=True, scope="session")
 
 
 @pytest.fixture
@@ -29,17 +49,25 @@ def stream_id() -> str:
 
 
 @pytest.fixture(scope="session")
-def redis_factory(redis_url: str) -> Callable[[], aioredis.Redis]:
-    def make() -> aioredis.Redis:
-        return aioredis.Redis.from_url(redis_url, decode_responses=False)
+def redis_topology(request: pytest.FixtureRequest, redis_url: str) -> RedisTopology:
+    """The Redis the bus tests talk to: the session's server, or the cluster."""
+    if getattr(request, "param", "standalone") == "cluster":
+        cluster: RedisTopology = request.getfixturevalue("redis_cluster")
+        return cluster
+    port = int(redis_url.rsplit(":", 1)[1].split("/", 1)[0])
+    return RedisTopology("standalone", redis_url, [port])
 
-    return make
+
+@pytest.fixture(scope="session")
+def redis_factory(redis_topology: RedisTopology) -> Callable[[], RedisClient]:
+    """Clients of the topology, made by Spindle's own factory."""
+    return redis_topology.client
 
 
 @pytest.fixture(scope="session")
 async def redis_client(
-    redis_factory: Callable[[], aioredis.Redis],
-) -> AsyncIterator[aioredis.Redis]:
+    redis_factory: Callable[[], RedisClient],
+) -> AsyncIterator[RedisClient]:
     """A plain client for looking at what the bus wrote."""
     client = redis_factory()
     yield client
@@ -47,14 +75,14 @@ async def redis_client(
 
 
 @pytest.fixture(scope="session")
-async def bus(redis_factory: Callable[[], aioredis.Redis]) -> AsyncIterator[MessageBus]:
+async def bus(redis_factory: Callable[[], RedisClient]) -> AsyncIterator[MessageBus]:
     message_bus = MessageBus(redis_factory())
     yield message_bus
     await message_bus.close()
 
 
 @pytest.fixture(scope="session")
-async def hub(redis_factory: Callable[[], aioredis.Redis]) -> AsyncIterator[SubscriptionHub]:
+async def hub(redis_factory: Callable[[], RedisClient]) -> AsyncIterator[SubscriptionHub]:
     client = redis_factory()
     subscription_hub = SubscriptionHub(client)
     await subscription_hub.start()

@@ -12,6 +12,7 @@ import pytest
 from shared.archive import RunArchive, RunRecord, utcnow
 from shared.bus import StoredMessage
 from shared.run_models import NodeReport, NodeStatus
+from shared.run_trace_archive import TraceEntry, run_trace, save_trace
 from shared.settings import Settings
 from tests.cli_runner import run_spindle
 
@@ -33,7 +34,8 @@ async def archive(mongo_url: str) -> AsyncIterator[RunArchive]:
 
 
 async def seed_run(archive: RunArchive, *, age_days: float, messages: int) -> str:
-    """A finished run created ``age_days`` ago, with messages and one node report."""
+    """A finished run created ``age_days`` ago, with messages, one node report and
+    its two NodeMessages (input and output) in the trace collection."""
     workflow_id = f"prune-{uuid.uuid4().hex[:12]}"
     created = utcnow() - timedelta(days=age_days)
     await archive.create_run(
@@ -56,6 +58,15 @@ async def seed_run(archive: RunArchive, *, age_days: float, messages: int) -> st
     await archive.save_node_report(
         workflow_id, NodeReport(node_id="a", node_type="tool", status=NodeStatus.SUCCESS)
     )
+    envelopes = [
+        TraceEntry(
+            message={"messageId": f"{workflow_id}-{role}", "from": "a", "timestamp": "2025-01-01"},
+            node_id="a",
+            role=role,
+        )
+        for role in ("input", "output")
+    ]
+    await save_trace(archive, workflow_id, "r1", envelopes)
     return workflow_id
 
 
@@ -73,25 +84,29 @@ async def test_prune_deletes_old_runs_with_their_messages_and_reports(
 
     dry = spindle(mongo_url, "archive", "prune", "--older-than-days", "30", "--dry-run")
     assert dry.returncode == 0, dry.stderr
-    assert dry.stdout.strip() == "would delete 2 runs, 5 messages, 2 node reports"
+    assert dry.stdout.strip() == (
+        "would delete 2 runs, 5 messages, 2 node reports, 4 trace messages"
+    )
     assert await archive.get_run(old) is not None
 
     done = spindle(mongo_url, "archive", "prune", "--older-than-days", "30")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "deleted 2 runs, 5 messages, 2 node reports"
+    assert done.stdout.strip() == ("deleted 2 runs, 5 messages, 2 node reports, 4 trace messages")
 
     for gone in (old, older):
         assert await archive.get_run(gone) is None
         assert await archive.messages(gone) == []
         assert await archive.node_reports(gone) == []
+        assert await run_trace(archive, gone) == []
     kept = await archive.get_run(recent)
     assert kept is not None and kept.status == "completed"
     assert len(await archive.messages(recent)) == 4
     assert len(await archive.node_reports(recent)) == 1
+    assert [m["role"] for m in await run_trace(archive, recent)] == ["input", "output"]
 
     # Nothing is old enough any more: a second prune deletes nothing.
     again = spindle(mongo_url, "archive", "prune", "--older-than-days", "30")
-    assert again.stdout.strip() == "deleted 0 runs, 0 messages, 0 node reports"
+    assert again.stdout.strip() == ("deleted 0 runs, 0 messages, 0 node reports, 0 trace messages")
     await archive.runs.delete_many({"_id": recent})
 
 

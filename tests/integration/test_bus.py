@@ -1,5 +1,6 @@
 """The Redis message bus against a real Redis: sequence, timestamps, dedup, end of
-conversation, trimming, TTL, history filters and concurrency."""
+conversation, trimming, TTL, history filters and concurrency. Every test that
+uses Redis runs twice: on a single server and on a three-master Redis Cluster."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ from redis.crc import key_slot
 
 from shared.bus import KEY_PARTS, MessageBus, live_channel, stored_ts, stream_key
 from shared.messages import AgentMessageType, CompactMessage, create_compact_message
+from shared.redis_connect import RedisClient
 from shared.settings import Settings
+from tests.integration.redis_topologies import RedisTopology
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.redis_topologies]
 
 T = AgentMessageType
 
@@ -63,13 +66,9 @@ async def test_an_older_message_ts_is_bumped_past_the_last_one(
 
 
 async def test_same_dedup_key_twice_stores_once_and_returns_the_original_seq(
-    bus: MessageBus, redis_client: aioredis.Redis, stream_id: str
+    bus: MessageBus, redis_topology: RedisTopology, stream_id: str
 ) -> None:
-    pubsub = redis_client.pubsub()
-    await pubsub.subscribe(live_channel(stream_id))
-    try:
-        confirmed = await pubsub.get_message(timeout=5)
-        assert confirmed is not None and confirmed["type"] in ("subscribe", b"subscribe")
+    async with redis_topology.listen(live_channel(stream_id)) as pubsub:
         original = await bus.post(stream_id, update("hello"), dedup_key="act-1:0")
         retry = await bus.post(stream_id, update("hello again"), dedup_key="act-1:0")
         other = await bus.post(stream_id, update("next"), dedup_key="act-1:1")
@@ -88,8 +87,6 @@ async def test_same_dedup_key_twice_stores_once_and_returns_the_original_seq(
             assert msg is not None, "expected two live messages"
             published.append(msg["data"].split(b" ", 1)[0])
         assert published == [b"1", b"2"]
-    finally:
-        await pubsub.aclose()  # type: ignore[no-untyped-call]
 
 
 async def test_post_many_keeps_order_and_dedups_within_the_batch(
@@ -154,7 +151,7 @@ async def test_ending_message_in_a_batch_refuses_the_rest(bus: MessageBus, strea
 
 
 async def test_trimming_to_max_messages_keeps_seq_numbering_right(
-    redis_factory: Callable[[], aioredis.Redis], stream_id: str
+    redis_factory: Callable[[], RedisClient], stream_id: str
 ) -> None:
     small = MessageBus(redis_factory(), max_messages=10)
     try:
@@ -181,7 +178,7 @@ async def test_trimming_to_max_messages_keeps_seq_numbering_right(
 
 
 async def test_every_key_of_a_stream_gets_the_ttl(
-    redis_factory: Callable[[], aioredis.Redis], redis_client: aioredis.Redis, stream_id: str
+    redis_factory: Callable[[], RedisClient], redis_client: RedisClient, stream_id: str
 ) -> None:
     short = MessageBus(redis_factory(), ttl_seconds=300)
     try:
@@ -196,13 +193,15 @@ async def test_every_key_of_a_stream_gets_the_ttl(
 
 
 async def test_keys_share_the_stream_hash_tag(
-    bus: MessageBus, redis_client: aioredis.Redis, stream_id: str
+    bus: MessageBus, redis_topology: RedisTopology, stream_id: str
 ) -> None:
     await bus.set_meta(stream_id, {"tenant_id": "t1"})
     await bus.post(stream_id, update("a"), dedup_key="k")
     await bus.post(stream_id, CompactMessage(t=T.COMPLETE))
 
-    keys = sorted(k.decode() for k in await redis_client.keys(f"*{stream_id}*"))  # type: ignore[union-attr]
+    # On a cluster, every key is on the one node that serves the stream's tag.
+    async with redis_topology.node(stream_key(stream_id, "log")) as node:
+        keys = sorted(k.decode() for k in await node.keys(f"*{stream_id}*"))
     assert keys == sorted(stream_key(stream_id, part) for part in KEY_PARTS)
     assert all(f"{{{stream_id}}}" in key for key in keys)
     assert f"{{{stream_id}}}" in live_channel(stream_id)
@@ -285,9 +284,11 @@ async def test_random_since_queries_agree_with_scanning(bus: MessageBus, stream_
         assert await bus.history(stream_id, since_ts=since, after_seq=after) == expected
 
 
-async def test_200_concurrent_posts_get_seqs_1_to_200(redis_url: str, stream_id: str) -> None:
+async def test_200_concurrent_posts_get_seqs_1_to_200(
+    redis_topology: RedisTopology, stream_id: str
+) -> None:
     # The production client: a bounded pool that makes the 200 tasks queue up.
-    concurrent_bus = MessageBus.from_settings(Settings(redis_url=redis_url))
+    concurrent_bus = MessageBus.from_settings(Settings(redis_url=redis_topology.url))
     try:
         results = await asyncio.gather(
             *(concurrent_bus.post(stream_id, update(f"task {i}")) for i in range(200))
@@ -322,8 +323,10 @@ async def test_meta_exists_and_delete(bus: MessageBus, stream_id: str) -> None:
     assert await bus.history(other) == []
 
 
-async def test_from_settings_talks_to_the_configured_redis(redis_url: str, stream_id: str) -> None:
-    settings = Settings(redis_url=redis_url, history_max_messages=10, history_ttl_days=2)
+async def test_from_settings_talks_to_the_configured_redis(
+    redis_topology: RedisTopology, stream_id: str
+) -> None:
+    settings = Settings(redis_url=redis_topology.url, history_max_messages=10, history_ttl_days=2)
     configured = MessageBus.from_settings(settings)
     try:
         assert await configured.ping()

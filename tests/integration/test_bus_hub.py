@@ -1,6 +1,8 @@
 """The shared subscription hub against a real Redis: ordering, the
 subscribe-then-backlog pattern under a concurrent publisher, refcounting,
-overflow, connection loss, and one connection for many subscribers."""
+overflow, connection loss, and one connection for many subscribers. Each test
+that uses Redis runs on a single server and on a three-master Redis Cluster
+(sharded pub/sub, one connection per node)."""
 
 from __future__ import annotations
 
@@ -10,13 +12,16 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 import redis.asyncio as aioredis
+from redis.crc import key_slot
 
 from shared.bus import MessageBus, live_channel
 from shared.bus_hub import Subscription, SubscriptionHub, SubscriptionLost
 from shared.messages import AgentMessageType, CompactMessage
+from shared.redis_connect import RedisClient
 from tests.integration.conftest import eventually
+from tests.integration.redis_topologies import RedisTopology, move_slot
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.redis_topologies]
 
 T = AgentMessageType
 
@@ -29,19 +34,20 @@ async def next_event_seq(sub: Subscription) -> int:
     return (await asyncio.wait_for(sub.get(), 5)).seq
 
 
-async def numsub(redis_client: aioredis.Redis, stream_id: str) -> int:
-    counts = await redis_client.pubsub_numsub(live_channel(stream_id))
-    return int(counts[0][1])
+async def numsub(topology: RedisTopology, stream_id: str) -> int:
+    return await topology.numsub(live_channel(stream_id))
 
 
-async def hub_clients(redis_client: aioredis.Redis, hub: SubscriptionHub) -> list[dict[str, str]]:
-    clients = await redis_client.client_list()
-    return [c for c in clients if c.get("name") == hub.client_name]
+async def hub_clients(
+    topology: RedisTopology, hub: SubscriptionHub, stream_id: str
+) -> list[dict[str, str]]:
+    """The hub's connections on the node that serves the stream's channel."""
+    return await topology.clients_named(live_channel(stream_id), hub.client_name)
 
 
 @contextlib.asynccontextmanager
 async def own_hub(
-    redis_factory: Callable[[], aioredis.Redis], **kwargs: float
+    redis_factory: Callable[[], RedisClient], **kwargs: float
 ) -> AsyncIterator[SubscriptionHub]:
     client = redis_factory()
     hub = SubscriptionHub(client, **kwargs)  # type: ignore[arg-type]
@@ -68,7 +74,7 @@ async def test_subscriber_receives_live_events_in_order(
 
 
 async def test_subscribe_then_backlog_loses_and_duplicates_nothing(
-    hub: SubscriptionHub, redis_factory: Callable[[], aioredis.Redis], stream_id: str
+    hub: SubscriptionHub, redis_factory: Callable[[], RedisClient], stream_id: str
 ) -> None:
     total = 500
     join_at = [1, 100, 250, 400, 499]
@@ -114,26 +120,33 @@ async def test_subscribe_then_backlog_loses_and_duplicates_nothing(
 
 
 async def test_last_subscriber_leaving_unsubscribes(
-    hub: SubscriptionHub, bus: MessageBus, redis_client: aioredis.Redis, stream_id: str
+    hub: SubscriptionHub, bus: MessageBus, redis_topology: RedisTopology, stream_id: str
 ) -> None:
     before = hub.stats()["channels"]
     async with hub.subscribe(stream_id) as first:
         async with hub.subscribe(stream_id) as second:
             assert hub.stats()["channels"] == before + 1
-            assert await numsub(redis_client, stream_id) == 1  # one Redis subscription for two
+            assert await numsub(redis_topology, stream_id) == 1  # one Redis subscription for two
             await bus.post(stream_id, update("to both"))
             assert await next_event_seq(first) == 1
             assert await next_event_seq(second) == 1
         # `first` is still subscribed and still receives.
         await bus.post(stream_id, update("to first"))
         assert await next_event_seq(first) == 2
-        assert await numsub(redis_client, stream_id) == 1
+        assert await numsub(redis_topology, stream_id) == 1
     assert hub.stats()["channels"] == before
 
-    # Replies come in command order: once a later SUBSCRIBE is confirmed, Redis has
-    # processed the UNSUBSCRIBE sent before it.
-    async with hub.subscribe(stream_id + "-other"):
-        assert await numsub(redis_client, stream_id) == 0
+    # Replies come in command order: once a later SUBSCRIBE on the same connection
+    # is confirmed, Redis has processed the UNSUBSCRIBE sent before it. (On a
+    # cluster the other channel must be served by the same node.)
+    node = redis_topology.port_of(live_channel(stream_id))
+    other = next(
+        f"{stream_id}-other-{i}"
+        for i in range(1000)
+        if redis_topology.port_of(live_channel(f"{stream_id}-other-{i}")) == node
+    )
+    async with hub.subscribe(other):
+        assert await numsub(redis_topology, stream_id) == 0
 
 
 async def test_rejoining_right_after_leaving_gets_a_confirmed_subscription(
@@ -146,7 +159,7 @@ async def test_rejoining_right_after_leaving_gets_a_confirmed_subscription(
 
 
 async def test_overflowing_subscriber_is_lost_and_others_carry_on(
-    redis_factory: Callable[[], aioredis.Redis], bus: MessageBus, stream_id: str
+    redis_factory: Callable[[], RedisClient], bus: MessageBus, stream_id: str
 ) -> None:
     marker_stream = stream_id + "-marker"
     async with (
@@ -169,18 +182,19 @@ async def test_overflowing_subscriber_is_lost_and_others_carry_on(
 
 
 async def test_connection_loss_loses_subscriptions_and_the_hub_reconnects(
-    redis_factory: Callable[[], aioredis.Redis],
+    redis_factory: Callable[[], RedisClient],
     bus: MessageBus,
-    redis_client: aioredis.Redis,
+    redis_topology: RedisTopology,
     stream_id: str,
 ) -> None:
+    channel = live_channel(stream_id)
     async with own_hub(redis_factory) as own:
         async with own.subscribe(stream_id) as sub:
             await bus.post(stream_id, update("before"))
             assert await next_event_seq(sub) == 1
 
-            (connection,) = await hub_clients(redis_client, own)
-            await redis_client.client_kill_filter(_id=connection["id"])
+            (connection,) = await hub_clients(redis_topology, own, stream_id)
+            await redis_topology.kill_client(channel, connection["id"])
 
             with pytest.raises(SubscriptionLost, match="connection lost"):
                 await asyncio.wait_for(sub.get(), 5)
@@ -190,11 +204,11 @@ async def test_connection_loss_loses_subscriptions_and_the_hub_reconnects(
             await bus.post(stream_id, update("after"))
             assert await next_event_seq(again) == 2
         assert own.stats()["reconnects"] == 1
-        assert len(await hub_clients(redis_client, own)) == 1
+        assert len(await hub_clients(redis_topology, own, stream_id)) == 1
 
 
 async def test_stopping_the_hub_loses_live_subscriptions(
-    redis_factory: Callable[[], aioredis.Redis], stream_id: str
+    redis_factory: Callable[[], RedisClient], stream_id: str
 ) -> None:
     client = redis_factory()
     own = SubscriptionHub(client)
@@ -214,7 +228,7 @@ async def test_stopping_the_hub_loses_live_subscriptions(
 
 
 async def test_100_subscribers_share_one_pubsub_connection(
-    hub: SubscriptionHub, bus: MessageBus, redis_client: aioredis.Redis, stream_id: str
+    hub: SubscriptionHub, bus: MessageBus, redis_topology: RedisTopology, stream_id: str
 ) -> None:
     before = hub.stats()
     async with contextlib.AsyncExitStack() as stack:
@@ -224,12 +238,14 @@ async def test_100_subscribers_share_one_pubsub_connection(
         stats = hub.stats()
         assert stats["subscribers"] - before["subscribers"] == 100
         assert stats["channels"] - before["channels"] == 1
-        assert stats["connections"] == 1
+        # One connection per process, or per node on a cluster (its primaries).
+        assert stats["connections"] == len(redis_topology.nodes)
 
-        (connection,) = await hub_clients(redis_client, hub)  # exactly one connection
-        assert connection["sub"] == str(stats["channels"])
+        # Exactly one connection on the channel's node, holding its subscriptions.
+        (connection,) = await hub_clients(redis_topology, hub, stream_id)
+        assert connection[redis_topology.subscription_count_field()] == str(stats["channels"])
         assert "P" in connection["flags"]  # a pub/sub client
-        assert await numsub(redis_client, stream_id) == 1
+        assert await numsub(redis_topology, stream_id) == 1
 
         await bus.post(stream_id, update("to everyone"))
         seqs = await asyncio.gather(*(next_event_seq(sub) for sub in subs))
@@ -239,7 +255,7 @@ async def test_100_subscribers_share_one_pubsub_connection(
 
 
 async def test_idle_health_checks_keep_the_connection_usable(
-    redis_factory: Callable[[], aioredis.Redis], bus: MessageBus, stream_id: str
+    redis_factory: Callable[[], RedisClient], bus: MessageBus, stream_id: str
 ) -> None:
     async with own_hub(redis_factory, health_check_interval=0.1) as own:
         # PING while nothing is subscribed answers +PONG ...
@@ -271,3 +287,45 @@ async def test_subscribing_without_redis_fails_fast_with_subscription_lost(strea
     finally:
         await unreachable.stop()
         await client.aclose()
+
+
+async def test_a_resharded_channel_is_lost_then_followed_to_its_new_node(
+    redis_cluster: RedisTopology, stream_id: str
+) -> None:
+    cluster = redis_cluster
+    channel = live_channel(stream_id)
+    slot = key_slot(channel.encode())
+    old_owner = cluster.port_of(channel)
+    new_owner = next(port for port in cluster.nodes if port != old_owner)
+    clients = [cluster.client() for _ in range(3)]
+    bus = MessageBus(clients[0])
+    watching, stale = SubscriptionHub(clients[1]), SubscriptionHub(clients[2])
+    await watching.start()
+    await stale.start()  # its slot map is read now, before the reshard
+    try:
+        async with watching.subscribe(stream_id) as sub:
+            await bus.post(stream_id, update("before"))
+            assert await next_event_seq(sub) == 1
+
+            await asyncio.to_thread(move_slot, cluster, slot, new_owner)
+            # The old node unsubscribed the channel: the feed is lost, not silent.
+            with pytest.raises(SubscriptionLost, match="moved"):
+                await asyncio.wait_for(sub.get(), 5)
+
+        # A hub with the old slot map is sent to the old node, answered MOVED,
+        # refreshes its map and subscribes on the new owner.
+        async with stale.subscribe(stream_id) as moved, watching.subscribe(stream_id) as again:
+            posted = await bus.post(stream_id, update("after"))  # the bus follows MOVED too
+            assert posted.seq == 2
+            assert await next_event_seq(moved) == 2
+            assert await next_event_seq(again) == 2
+            assert await cluster.numsub(channel) == 2  # both on the new owner
+            assert cluster.port_of(channel) == new_owner
+        assert stale.stats()["redirects"] == 1  # the old node answered MOVED once
+        assert watching.stats()["redirects"] == 0  # it had refreshed its map already
+    finally:
+        await asyncio.to_thread(move_slot, cluster, slot, old_owner)
+        await watching.stop()
+        await stale.stop()
+        for client in clients:
+            await client.aclose()

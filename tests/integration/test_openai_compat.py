@@ -2,27 +2,46 @@
 
 The fake (a small Starlette app under uvicorn) stands in for the outside world a
 test cannot reach: it records each request and answers with canned completions,
-first a tool call, then a final answer.
+first a tool call, then a final answer; asked to ``stream``, it sends the same
+replies as server-sent ``chat.completion.chunk`` events the way OpenAI does
+(tool-call arguments in pieces, usage in a last chunk without choices).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 import pytest
+import redis.asyncio as aioredis
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from temporalio.testing import ActivityEnvironment
 
+from shared.bus import MessageBus
+from shared.graph_spec import NodeSpec
+from shared.messages import AgentMessageType as T
 from spindle.processes import free_port
 from tests.polling import eventually
-from worker.activities.models import ChatMessage, ToolCall
-from worker.llm.base import LlmAuthenticationError, LlmRequest, LlmRequestRejected, ToolSpec
+from worker.activities.agent import AgentActivities
+from worker.activities.models import ChatMessage, LlmTurnInput, NodeExecution, RunRef, ToolCall
+from worker.llm.base import (
+    LlmAuthenticationError,
+    LlmRequest,
+    LlmRequestRejected,
+    LlmResponse,
+    TextDelta,
+    ToolCallDelta,
+    ToolSpec,
+)
 from worker.llm.openai_compat import OpenAICompatProvider
 
 pytestmark = pytest.mark.integration
@@ -49,15 +68,73 @@ def completion(message: dict[str, Any], finish: str) -> dict[str, Any]:
     }
 
 
+STREAMED_ANSWER = "Redis keeps the log, and Mongo keeps the archive."
+
+
+def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-2",
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": "fake-model-2",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+
+
+def streamed_tool_calls() -> list[dict[str, Any]]:
+    """Two tool calls, their arguments cut in pieces and interleaved."""
+
+    def call(index: int, **fields: Any) -> dict[str, Any]:
+        return chunk({"tool_calls": [{"index": index, **fields}]})
+
+    return [
+        chunk({"role": "assistant", "content": "Let me look."}),
+        call(0, id="call_a", type="function", function={"name": "search_notes", "arguments": ""}),
+        call(0, function={"arguments": '{"que'}),
+        call(1, id="call_b", type="function", function={"name": "search_notes", "arguments": ""}),
+        call(0, function={"arguments": 'ry": "redis"}'}),
+        call(1, function={"arguments": '{"query": "mongo"}'}),
+        chunk({}, "tool_calls"),
+    ]
+
+
+def streamed_answer() -> list[dict[str, Any]]:
+    words = STREAMED_ANSWER.split(" ")
+    pieces = [words[0]] + [" " + w for w in words[1:]]
+    return [
+        chunk({"role": "assistant", "content": ""}),
+        *(chunk({"content": piece}) for piece in pieces),
+        chunk({}, "stop"),
+    ]
+
+
 class FakeOpenAI:
-    """Records requests; replies with a tool call until a tool result is sent."""
+    """Records requests; replies with a tool call until a tool result is sent.
+
+    A streamed reply paces its events ``pace`` seconds apart (a slow model).
+    """
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.app = Starlette(routes=[Route("/v1/chat/completions", self.chat, methods=["POST"])])
+        self.pace = 0.0
 
-    async def chat(self, request: Request) -> JSONResponse:
+    async def sse(self, body: dict[str, Any], events: list[dict[str, Any]]) -> StreamingResponse:
+        if (body.get("stream_options") or {}).get("include_usage"):
+            usage = {"prompt_tokens": 31, "completion_tokens": 9, "total_tokens": 40}
+            events = [*events, {**chunk({}), "choices": [], "usage": usage}]
+
+        async def frames() -> AsyncIterator[bytes]:
+            for event in events:
+                if self.pace:
+                    await asyncio.sleep(self.pace)  # the fake model's speed, not a wait
+                yield b"data: " + orjson.dumps(event) + b"\n\n"
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(frames(), media_type="text/event-stream")
+
+    async def chat(self, request: Request) -> Response:
         body = orjson.loads(await request.body())
         self.requests.append(body)
         self.headers.append(dict(request.headers))
@@ -71,6 +148,11 @@ class FakeOpenAI:
                 {"error": {"message": "model not found", "type": "invalid_request_error"}},
                 status_code=404,
             )
+        if body.get("stream"):
+            asked_tools = body.get("tools") and not any(
+                m["role"] == "tool" for m in body["messages"]
+            )
+            return await self.sse(body, streamed_tool_calls() if asked_tools else streamed_answer())
         if not any(m["role"] == "tool" for m in body["messages"]):
             return JSONResponse(
                 completion(
@@ -202,3 +284,108 @@ async def test_refusals_become_non_retryable_errors(fake: tuple[FakeOpenAI, str]
     with pytest.raises(LlmRequestRejected, match="model not found"):
         await missing.complete(LlmRequest(messages=[ChatMessage(role="user", content="hi")]))
     await missing.close()
+
+
+async def test_streamed_tool_calls_are_assembled_from_their_pieces(
+    fake: tuple[FakeOpenAI, str],
+) -> None:
+    server, base_url = fake
+    server.requests.clear()
+    llm = OpenAICompatProvider(model="fake-model", base_url=base_url)
+    request = LlmRequest(messages=[ChatMessage(role="user", content="notes?")], tools=[SEARCH])
+    events = [event async for event in llm.stream(request)]
+    await llm.close()
+
+    sent = server.requests[0]
+    assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
+    assert [e for e in events if isinstance(e, TextDelta)] == [TextDelta("Let me look.")]
+    deltas = [e for e in events if isinstance(e, ToolCallDelta)]
+    assert [(d.index, d.id, d.name) for d in deltas][:2] == [
+        (0, "call_a", "search_notes"),
+        (0, None, None),
+    ]
+    assert "".join(d.arguments for d in deltas if d.index == 0) == '{"query": "redis"}'
+    response = events[-1]
+    assert isinstance(response, LlmResponse) and not response.final
+    assert response.message.content == "Let me look."
+    assert response.message.tool_calls == [
+        ToolCall(id="call_a", name="search_notes", arguments={"query": "redis"}),
+        ToolCall(id="call_b", name="search_notes", arguments={"query": "mongo"}),
+    ]
+    assert response.model == "fake-model-2"
+    assert response.usage is not None and response.usage.completion_tokens == 9
+
+
+async def test_streamed_answer_with_and_without_usage(fake: tuple[FakeOpenAI, str]) -> None:
+    server, base_url = fake
+    server.requests.clear()
+    request = LlmRequest(messages=[ChatMessage(role="user", content="where is the log?")])
+    llm = OpenAICompatProvider(model="fake-model", base_url=base_url)
+    events = [event async for event in llm.stream(request)]
+    texts = [e.text for e in events if isinstance(e, TextDelta)]
+    assert len(texts) == len(STREAMED_ANSWER.split(" "))
+    assert "".join(texts) == STREAMED_ANSWER
+    response = events[-1]
+    assert isinstance(response, LlmResponse) and response.final
+    assert response.message.content == STREAMED_ANSWER
+    assert response.usage is not None and response.usage.prompt_tokens == 31
+    await llm.close()
+
+    # A server that rejects stream_options: turn it off; usage is then unknown.
+    quiet = OpenAICompatProvider(model="fake-model", base_url=base_url, stream_usage=False)
+    events = [event async for event in quiet.stream(request)]
+    await quiet.close()
+    assert "stream_options" not in server.requests[-1]
+    last = events[-1]
+    assert isinstance(last, LlmResponse) and last.usage is None
+    assert last.message.content == STREAMED_ANSWER
+
+
+async def test_streamed_refusals_are_still_non_retryable(fake: tuple[FakeOpenAI, str]) -> None:
+    _, base_url = fake
+    wrong_key = OpenAICompatProvider(model="fake-model", base_url=base_url, api_key="wrong")
+    request = LlmRequest(messages=[ChatMessage(role="user", content="hi")])
+    with pytest.raises(LlmAuthenticationError, match="Incorrect API key"):
+        _ = [event async for event in wrong_key.stream(request)]
+    await wrong_key.close()
+
+
+async def test_llm_turn_streams_the_models_tokens_to_the_run(
+    fake: tuple[FakeOpenAI, str], redis_url: str
+) -> None:
+    """The ``llm_turn`` activity with the OpenAI-compatible provider: the tokens
+    reach the run's stream as STREAMING_CHUNK messages before the ANSWER."""
+    server, base_url = fake
+    server.pace = 0.02  # a token every 20 ms: each goes out within the 16 ms window
+    bus = MessageBus(aioredis.Redis.from_url(redis_url, decode_responses=False))
+    llm = OpenAICompatProvider(model="fake-model", base_url=base_url)
+    wf = f"oai-{uuid.uuid4().hex[:12]}"
+    run = RunRef(workflow_id=wf, run_id="r1", stream_id=wf, graph_name="g")
+    execution = NodeExecution(
+        run=run,
+        node=NodeSpec.model_validate({"id": "a", "type": "agent", "params": {"prompt": "log?"}}),
+        state={"input": None, "context": {}, "meta": {}},
+        started_at=datetime.now(UTC).isoformat(),
+    )
+    environment = ActivityEnvironment()
+    environment.info = dataclasses.replace(environment.info, activity_id="a.1.t1", attempt=1)
+    try:
+        acts = AgentActivities(bus, None, llm, streaming=True)
+        result = await environment.run(
+            acts.llm_turn, LlmTurnInput(execution=execution, turn=1, messages=[])
+        )
+        messages = [orjson.loads(m.raw) for m in await bus.history(wf)]
+    finally:
+        server.pace = 0.0
+        await llm.close()
+        await bus.delete_stream(wf)
+        await bus.close()
+
+    assert result.final and result.message.content == STREAMED_ANSWER
+    chunks = [m for m in messages if m["t"] == T.STREAMING_CHUNK]
+    assert len(chunks) >= 2
+    assert [m["t"] for m in messages] == [T.STREAMING_CHUNK] * len(chunks) + [T.ANSWER]
+    assert "".join(c.get("m", "") for c in chunks) == STREAMED_ANSWER
+    assert chunks[-1]["f"] == 1 and all("f" not in c for c in chunks[:-1])
+    assert {m["i"] for m in messages} == {"a.1.t1"}
+    assert messages[-1]["d"]["usage"] == {"prompt_tokens": 31, "completion_tokens": 9}

@@ -1,5 +1,6 @@
-"""GCRA rate limits against a real Redis: the burst, the refill, tenant isolation,
-refusals that cost nothing, and the gateway's 429 / fail-open behaviour."""
+"""GCRA rate limits against a real Redis (a server and a Redis Cluster): the burst,
+the refill, tenant isolation, refusals that cost nothing, and the gateway's 429 /
+fail-open behaviour."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ from redis.backoff import NoBackoff
 from gateway.limits import TenantLimits
 from shared.errors import RateLimited
 from shared.rate_limits import RateLimiter, rate_limit_key
+from shared.redis_connect import RedisClient
 from shared.settings import Settings
 from spindle.processes import free_port
 from tests.polling import eventually
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.redis_topologies]
 
 
 @pytest.fixture
@@ -27,7 +29,7 @@ def tenant() -> str:
 
 
 @pytest.fixture
-def limiter(redis_client: aioredis.Redis) -> RateLimiter:
+def limiter(redis_client: RedisClient) -> RateLimiter:
     return RateLimiter(redis_client)
 
 
@@ -81,7 +83,7 @@ async def test_refused_calls_do_not_consume_and_the_bucket_refills(
 
 
 async def test_the_key_is_per_tenant_and_action_and_expires(
-    limiter: RateLimiter, redis_client: aioredis.Redis, tenant: str
+    limiter: RateLimiter, redis_client: RedisClient, tenant: str
 ) -> None:
     await limiter.hit(tenant, "run_start", per_minute=60)
     key = rate_limit_key(tenant, "run_start")
@@ -92,7 +94,7 @@ async def test_the_key_is_per_tenant_and_action_and_expires(
 
 
 async def test_tenant_limits_raise_429_with_retry_after(
-    redis_client: aioredis.Redis, tenant: str
+    redis_client: RedisClient, tenant: str
 ) -> None:
     limits = TenantLimits(redis_client, Settings(rate_limit_run_starts=2, rate_limit_signals=3))
 
@@ -114,7 +116,7 @@ async def test_tenant_limits_raise_429_with_retry_after(
 
 
 async def test_two_gateways_share_one_rate(
-    redis_factory: Callable[[], aioredis.Redis], tenant: str
+    redis_factory: Callable[[], RedisClient], tenant: str
 ) -> None:
     settings = Settings(rate_limit_run_starts=2)
     first, second = redis_factory(), redis_factory()

@@ -1,6 +1,6 @@
-"""Concurrent-stream slots against a real Redis: the maximum, release, expiry of
-a dead gateway's leases, two gateways sharing one count, and the SSE stream
-holding its lease exactly while it is open."""
+"""Concurrent-stream slots against a real Redis (a server and a Redis Cluster): the
+maximum, release, expiry of a dead gateway's leases, two gateways sharing one
+count, and the SSE stream holding its lease exactly while it is open."""
 
 from __future__ import annotations
 
@@ -20,12 +20,13 @@ from shared.bus import MessageBus, StoredMessage
 from shared.bus_hub import SubscriptionHub
 from shared.errors import RateLimited, Unavailable
 from shared.messages import AgentMessageType, CompactMessage
+from shared.redis_connect import RedisClient
 from shared.settings import Settings
 from shared.stream_slots import StreamSlots, stream_slots_key
 from spindle.processes import free_port
 from tests.polling import eventually
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.redis_topologies]
 
 
 @pytest.fixture
@@ -34,7 +35,7 @@ def tenant() -> str:
 
 
 @pytest.fixture
-def slots(redis_client: aioredis.Redis) -> StreamSlots:
+def slots(redis_client: RedisClient) -> StreamSlots:
     return StreamSlots(redis_client, lease_ttl_seconds=30)
 
 
@@ -64,7 +65,7 @@ async def test_tenants_have_their_own_slots(slots: StreamSlots, tenant: str) -> 
 
 
 async def test_an_expired_lease_is_reclaimed(
-    redis_client: aioredis.Redis, redis_factory: Callable[[], aioredis.Redis], tenant: str
+    redis_client: RedisClient, redis_factory: Callable[[], RedisClient], tenant: str
 ) -> None:
     # A "gateway" takes both slots and dies without releasing them.
     dead = redis_factory()
@@ -84,7 +85,7 @@ async def test_an_expired_lease_is_reclaimed(
 
 
 async def test_refresh_keeps_a_lease_alive_past_its_ttl(
-    redis_client: aioredis.Redis, tenant: str
+    redis_client: RedisClient, tenant: str
 ) -> None:
     slots = StreamSlots(redis_client, lease_ttl_seconds=0.6)
     await slots.acquire(tenant, "refreshed", max_leases=5)
@@ -100,9 +101,7 @@ async def test_refresh_keeps_a_lease_alive_past_its_ttl(
     assert 0 < await redis_client.pttl(stream_slots_key(tenant)) <= 600
 
 
-async def test_refresh_re_adds_a_lease_that_expired(
-    redis_client: aioredis.Redis, tenant: str
-) -> None:
+async def test_refresh_re_adds_a_lease_that_expired(redis_client: RedisClient, tenant: str) -> None:
     slots = StreamSlots(redis_client, lease_ttl_seconds=0.1)
     await slots.acquire(tenant, "slow", max_leases=1)
     await eventually(lambda: _held_is(slots, tenant, 0), what="the lease expires")
@@ -111,7 +110,7 @@ async def test_refresh_re_adds_a_lease_that_expired(
     assert await slots.held(tenant) == 1  # ... and counts again: its stream is open
 
 
-async def _live_leases(redis: aioredis.Redis, tenant: str) -> list[bytes]:
+async def _live_leases(redis: RedisClient, tenant: str) -> list[bytes]:
     """Lease ids whose expiry (Redis TIME, ms) is still ahead."""
     seconds, micros = await redis.time()
     now_ms = seconds * 1000 + micros // 1000
@@ -123,7 +122,7 @@ async def _held_is(slots: StreamSlots, tenant: str, count: int) -> bool:
 
 
 async def test_two_gateways_share_the_stream_count(
-    redis_factory: Callable[[], aioredis.Redis], tenant: str
+    redis_factory: Callable[[], RedisClient], tenant: str
 ) -> None:
     settings = Settings(max_streams_per_tenant=2)
     first, second = redis_factory(), redis_factory()
@@ -152,7 +151,7 @@ async def test_two_gateways_share_the_stream_count(
 
 
 def test_the_default_lease_ttl_is_three_keepalives_and_at_least_30_s(
-    redis_client: aioredis.Redis,
+    redis_client: RedisClient,
 ) -> None:
     short = TenantLimits(redis_client, Settings(sse_keepalive_seconds=1))
     long = TenantLimits(redis_client, Settings(sse_keepalive_seconds=20))
@@ -228,7 +227,7 @@ SCOPE: Scope = {"type": "http", "path": "/runs/x/y/stream"}
 async def test_the_stream_refreshes_its_lease_and_releases_it_on_disconnect(
     bus: MessageBus,
     hub: SubscriptionHub,
-    redis_client: aioredis.Redis,
+    redis_client: RedisClient,
     stream_id: str,
     tenant: str,
 ) -> None:
@@ -262,7 +261,7 @@ async def test_the_stream_refreshes_its_lease_and_releases_it_on_disconnect(
 async def test_the_stream_releases_its_lease_when_the_conversation_ends(
     bus: MessageBus,
     hub: SubscriptionHub,
-    redis_client: aioredis.Redis,
+    redis_client: RedisClient,
     stream_id: str,
     tenant: str,
 ) -> None:

@@ -209,7 +209,10 @@ def test_dotenv_values_apply_below_the_real_environment(
     assert config.redis_url == "redis://dotenv:1/0"
 
 
-def test_worker_and_gateway_children_are_pointed_at_the_stack() -> None:
+def test_worker_and_gateway_children_are_pointed_at_the_stack(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("SPINDLE_OFFLINE_TOKEN_DELAY_MS", raising=False)
     config = DevConfig(
         host="0.0.0.0",
         gateway_port=9001,
@@ -228,6 +231,8 @@ def test_worker_and_gateway_children_are_pointed_at_the_stack() -> None:
     assert settings.mongo_url == "mongodb://127.0.0.1:9005"
     assert (settings.gateway_host, settings.gateway_port) == ("0.0.0.0", 9001)
     assert settings.base_url == "http://127.0.0.1:9001"
+    # The offline model is paced so the demo shows answers arriving token by token.
+    assert env["SPINDLE_OFFLINE_TOKEN_DELAY_MS"] == "20"
 
 
 def test_graphs_register_needs_a_file_or_examples(capsys: pytest.CaptureFixture[str]) -> None:

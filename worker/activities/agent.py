@@ -3,6 +3,9 @@
 The workflow keeps the conversation and runs one ``llm_turn`` per model turn and
 one ``tool_call`` per tool the model asks for (in parallel). A turn that calls
 tools posts THOUGHT; the final turn posts ANSWER and archives the node's report.
+While the model writes, its tokens are posted as STREAMING_CHUNK messages with
+the activity's id (``worker.activities.chunk_poster``), which the THOUGHT/ANSWER
+of the same id supersedes.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from shared.logging_setup import bind_activity_log_context
 from shared.messages import AgentMessageType
 from shared.node_params import AgentParams
 from shared.run_models import NodeStatus
+from shared.settings import get_settings
+from worker.activities.chunk_poster import ChunkPoster
 from worker.activities.heartbeat import heartbeating
 from worker.activities.models import (
     LLM_TURN,
@@ -45,9 +50,13 @@ from worker.llm.base import (
     LlmProvider,
     LlmRequest,
     LlmRequestRejected,
+    LlmResponse,
     ToolSpec,
+    stream_events,
 )
+from worker.llm.chunk_batcher import ChunkBatcher
 from worker.llm.prompting import with_opening
+from worker.llm.token_relay import relay_tokens
 from worker.tools import ToolError, get_tool
 from worker.workflows.workstream_tools import WORKSTREAM_TOOL_SPECS
 
@@ -91,14 +100,49 @@ def _json(value: Any) -> str:
 
 
 class AgentActivities:
-    """LLM turns and tool calls, with the bus, archive and LLM provider injected."""
+    """LLM turns and tool calls, with the bus, archive and LLM provider injected.
 
-    def __init__(self, bus: MessageBus, archive: RunArchive | None, llm: LlmProvider) -> None:
+    Args:
+        streaming: post the model's tokens as STREAMING_CHUNK messages;
+            default: ``Settings.llm_streaming``.
+        chunk_interval: seconds a token may wait before it is posted; default:
+            ``Settings.stream_chunk_interval_ms``.
+        chunk_max_chars: most characters of one chunk; default:
+            ``Settings.stream_chunk_max_chars``.
+    """
+
+    def __init__(
+        self,
+        bus: MessageBus,
+        archive: RunArchive | None,
+        llm: LlmProvider,
+        *,
+        streaming: bool | None = None,
+        chunk_interval: float | None = None,
+        chunk_max_chars: int | None = None,
+    ) -> None:
+        settings = get_settings()
         self.bus = bus
         self.archive = archive
         self.llm = llm
         self.recorder = RunRecorder(archive)
         self.tasks = TaskSync(bus, archive)
+        self.streaming = settings.llm_streaming if streaming is None else streaming
+        self.chunk_interval = (
+            settings.stream_chunk_interval_ms / 1000 if chunk_interval is None else chunk_interval
+        )
+        self.chunk_max_chars = (
+            settings.stream_chunk_max_chars if chunk_max_chars is None else chunk_max_chars
+        )
+
+    async def _ask(self, request: LlmRequest, poster: MessagePoster) -> LlmResponse:
+        """The model's reply; its tokens are streamed to the run as they come."""
+        if not self.streaming:
+            return await self.llm.complete(request)
+        sink = ChunkPoster(poster)
+        await sink.open()
+        batcher = ChunkBatcher(interval=self.chunk_interval, max_chars=self.chunk_max_chars)
+        return await relay_tokens(stream_events(self.llm, request), batcher, sink)
 
     @activity.defn(name=LLM_TURN)
     async def llm_turn(self, turn: LlmTurnInput) -> LlmTurnResult:
@@ -109,6 +153,8 @@ class AgentActivities:
         poster = MessagePoster(self.bus, execution.run, archive=self.archive)
         await poster.announce_retry(f"agent {node.id} (turn {turn.turn})")
         await self.tasks.node_started(execution)
+        if turn.turn == 1:
+            await self.recorder.node_started(execution)  # currentNodeId in the archive
         params = agent_params(execution)
         request = LlmRequest(
             messages=with_opening(params, execution.state, turn.messages),
@@ -119,7 +165,7 @@ class AgentActivities:
         started = time.monotonic()
         try:
             async with heartbeating(node.id, turn.turn):
-                response = await self.llm.complete(request)
+                response = await self._ask(request, poster)
         except (LlmAuthenticationError, LlmRequestRejected) as exc:
             # Same request, same refusal: fail the node now instead of retrying.
             raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from exc

@@ -104,6 +104,7 @@ class NodeActivities:
             visit=execution.visit,
         )
         await self.tasks.node_started(execution)
+        await self.recorder.node_started(execution)  # currentNodeId in the archive
         try:
             async with heartbeating(node.id):
                 value = await node_type.run(ctx)

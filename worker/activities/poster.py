@@ -22,6 +22,7 @@ from shared.archive_outbox import SaveMessages, archive_write
 from shared.bus import PostResult, StoredMessage
 from shared.messages import AgentMessageType, create_compact_message, cut_to_size
 from shared.settings import get_settings
+from shared.telemetry import current_trace_ids
 from worker.activities.models import RunRef
 
 if TYPE_CHECKING:
@@ -72,6 +73,15 @@ class MessagePoster:
 
     def _key(self, suffix: str) -> str:
         return f"{self.run.workflow_id}:{self.run.run_id}:{self.activity_id}:{suffix}"
+
+    def dedup_key(self, suffix: str) -> str:
+        """A dedup key in this activity's namespace (``suffix``: not a bare index)."""
+        return self._key(suffix)
+
+    @property
+    def next_post_key(self) -> str:
+        """The dedup key the next ``post`` will use."""
+        return self._key(str(self._index))
 
     async def announce_retry(self, what: str) -> None:
         """On attempt > 1, post RESTARTING once ("retrying <what> (attempt n)")."""
@@ -145,5 +155,6 @@ class MessagePoster:
         the outbox; never raises."""
         if self._archive is None or not self.stored:
             return
-        op = SaveMessages.of(self.run.stream_id, list(self.stored))
+        # The activity's span posted them: archived messages name their trace.
+        op = SaveMessages.of(self.run.stream_id, list(self.stored), trace_ids=current_trace_ids())
         await archive_write(self._archive, op, outbox=self._outbox)

@@ -17,10 +17,19 @@ import orjson
 from temporalio import activity
 
 from shared import metrics
-from shared.archive_outbox import SaveNodeReport, UpdateRun, archive_write
+from shared.archive_outbox import UpdateRun, archive_write
 from shared.envelope import NodeMessage, NodeMessageMeta, TraceStep
 from shared.run_models import NodeReport, NodeStatus
-from shared.telemetry import annotate_node_span, item_count
+from shared.run_trace_archive import (
+    NodeFinished,
+    NodeStarted,
+    TraceEntry,
+    TraceRole,
+    bounded_output,
+    port_key,
+)
+from shared.settings import get_settings
+from shared.telemetry import annotate_node_span, current_trace_ids, item_count
 from worker.activities.models import NodeExecution, RunRef
 
 if TYPE_CHECKING:
@@ -147,8 +156,48 @@ def output_envelope(
     )
 
 
+def prompt_envelope(run: RunRef, pending: dict[str, Any]) -> NodeMessage:
+    """Seed 000's prompt message: ``userInputNeeded`` with the prompt's uiSchema."""
+    node_id = str(pending.get("node_id", ""))
+    asked_at = str(pending.get("requested_at") or now_iso())
+    name = f"{run.workflow_id}:{run.run_id}:{node_id}:{asked_at}:prompt"
+    return NodeMessage(
+        messageId=str(uuid.uuid5(uuid.NAMESPACE_URL, name)),
+        **{"from": node_id},
+        fromPort="output",
+        timestamp=asked_at,
+        meta=NodeMessageMeta.model_validate(
+            {
+                "stepId": node_id,
+                "userInputNeeded": True,
+                "uiSchema": pending.get("ui_schema"),
+                "status": "pending",
+            }
+        ),
+    )
+
+
 def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
+
+
+def _attempt() -> int:
+    return activity.info().attempt if activity.in_activity() else 1
+
+
+def _entry(message: NodeMessage, role: TraceRole, node_id: str, visit: int | None) -> TraceEntry:
+    return TraceEntry(
+        message=message.wire(),
+        node_id=node_id,
+        visit=visit,
+        attempt=_attempt(),
+        role=role,
+        trace_ids=current_trace_ids(),
+    )
+
+
+def _identity(run: RunRef) -> dict[str, Any]:
+    return {"run_id": run.run_id, "tenant_id": run.tenant_id, "graph_name": run.graph_name}
 
 
 class RunRecorder:
@@ -185,28 +234,83 @@ class RunRecorder:
         )
         if self.archive is None:
             return
-        op = SaveNodeReport(
+        node, visit = execution.node.id, execution.visit
+        trace = [_entry(input, "input", node, visit)] if input is not None else []
+        if output is not None:
+            trace.append(_entry(output, "output", node, visit))
+        ports: dict[str, Any] = {}
+        if output is not None and report.status is NodeStatus.SUCCESS:
+            max_bytes = get_settings().archive_port_data_max_bytes
+            ports[port_key(output.from_port)] = bounded_output(output.payload, max_bytes)
+        op = NodeFinished(
             workflow_id=execution.run.workflow_id,
+            run_id=execution.run.run_id,
+            stream_id=execution.run.stream_id,
             report=report,
             input=input.wire() if input else None,
             output=output.wire() if output else None,
+            trace=trace,
+            port_data=ports,
+            trace_id=current_trace_ids().get("traceId"),
+        )
+        await archive_write(self.archive, op, outbox=self.outbox)
+
+    async def node_started(self, execution: NodeExecution) -> None:
+        """Record that a node began: the run's ``currentNodeId`` and ``current_nodes``."""
+        if self.archive is None:
+            return
+        run = execution.run
+        # A main run's document is created by whichever write comes first; a
+        # workstream child has none of its own (its parent's stream tells of it).
+        create_with: dict[str, Any] = {}
+        if run.workstream_id == "main":
+            context = _dict(execution.state.get("context"))
+            create_with = {**_identity(run), "context": context}
+        op = NodeStarted(
+            workflow_id=run.workflow_id,
+            run_id=run.run_id,
+            stream_id=run.stream_id,
+            node_id=execution.node.id,
+            create_with=create_with,
+            fields=_trace_fields(),
         )
         await archive_write(self.archive, op, outbox=self.outbox)
 
     async def update_run(self, run: RunRef, **fields: Any) -> None:
         """Record a run's progress; creates the record from ``run`` if the
-        gateway has not written it yet, so no update is lost to that race."""
+        gateway has not written it yet, so no update is lost to that race.
+
+        A ``pending_input`` (a prompt asked) also makes its node current and
+        records seed 000's prompt NodeMessage in the run's trace.
+        """
+        pending = fields.get("pending_input")
         if "pending_input" in fields:
-            _count_prompt(run.workflow_id, fields["pending_input"])
+            _count_prompt(run.workflow_id, pending)
         if self.archive is None:
             return
-        identity = {
-            "run_id": run.run_id,
-            "tenant_id": run.tenant_id,
-            "graph_name": run.graph_name,
-        }
-        op = UpdateRun(workflow_id=run.workflow_id, create_with=identity, fields=fields)
+        fields.update(_trace_fields())
+        op: NodeStarted | UpdateRun
+        if isinstance(pending, dict) and pending.get("node_id"):
+            node_id = str(pending["node_id"])
+            prompt = _entry(prompt_envelope(run, pending), "prompt", node_id, None)
+            op = NodeStarted(
+                workflow_id=run.workflow_id,
+                run_id=run.run_id,
+                stream_id=run.stream_id,
+                node_id=node_id,
+                create_with=_identity(run),
+                fields=fields,
+                trace=[prompt],
+            )
+        else:
+            op = UpdateRun(workflow_id=run.workflow_id, create_with=_identity(run), fields=fields)
         await archive_write(self.archive, op, outbox=self.outbox)
+
+
+def _trace_fields() -> dict[str, Any]:
+    """``trace_id`` of the current span, for the run document (none when untraced)."""
+    trace_id = current_trace_ids().get("traceId")
+    return {"trace_id": trace_id} if trace_id else {}
 
 
 def _count_prompt(workflow_id: str, pending: Any) -> None:

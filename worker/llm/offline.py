@@ -9,21 +9,41 @@ Behaviour, always the same for the same input:
    (strings get the message text, numbers the first number in it).
 2. Otherwise it answers with text built from the tool results (or, with none, a
    restatement of the request).
+
+``stream`` yields the same reply token by token (a token is a word with the
+whitespace before it), pausing ``token_delay`` seconds before each one so that
+demos and benchmarks see a paced stream; 0 (the default) does not pause.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
 
 from worker.activities.models import ChatMessage, ToolCall
-from worker.llm.base import LlmRequest, LlmResponse, LlmUsage, ToolSpec
+from worker.llm.base import (
+    LlmRequest,
+    LlmResponse,
+    LlmStreamEvent,
+    LlmUsage,
+    TextDelta,
+    ToolCallDelta,
+    ToolSpec,
+)
 
 _ARITHMETIC = re.compile(r"[-+(]*\s*\d[\d.\s]*(?:[-+*/%^]+\s*[(\s]*\d[\d.\s)]*)+")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _SUMMARY_CHARS = 300
+_TOKEN = re.compile(r"\s*\S+|\s+")
+
+
+def offline_tokens(text: str) -> list[str]:
+    """``text`` cut into word tokens that concatenate back to it exactly."""
+    return _TOKEN.findall(text)
 
 
 def find_expression(text: str) -> str | None:
@@ -96,8 +116,26 @@ class OfflineProvider:
 
     name = "offline"
 
+    def __init__(self, *, token_delay: float = 0.0) -> None:
+        if token_delay < 0:
+            raise ValueError("token_delay must not be negative")
+        self.token_delay = token_delay
+
     async def complete(self, request: LlmRequest) -> LlmResponse:
         return self.respond(request)
+
+    async def stream(self, request: LlmRequest) -> AsyncIterator[LlmStreamEvent]:
+        """The reply of ``respond``, token by token, then its tool calls and itself."""
+        response = self.respond(request)
+        for token in offline_tokens(response.message.content or ""):
+            if self.token_delay:
+                await asyncio.sleep(self.token_delay)
+            yield TextDelta(token)
+        for index, call in enumerate(response.message.tool_calls):
+            yield ToolCallDelta(
+                index, id=call.id, name=call.name, arguments=orjson.dumps(call.arguments).decode()
+            )
+        yield response
 
     def respond(self, request: LlmRequest) -> LlmResponse:
         messages = request.messages

@@ -3,11 +3,18 @@
 Uses the ``openai`` package's ``AsyncOpenAI`` with function-calling tools. The
 client's own retries are off: Temporal retries the ``llm_turn`` activity with the
 ``LLM_RETRY`` policy, so a failure is visible in the run's history.
+
+``stream`` asks for ``stream=True`` (server-sent chunks): text and tool-call
+deltas are yielded as they come, tool calls are assembled from their pieces by
+index, and usage is read from the last chunk when the server sends it
+(``stream_options.include_usage``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import openai
@@ -22,7 +29,10 @@ from worker.llm.base import (
     LlmRequest,
     LlmRequestRejected,
     LlmResponse,
+    LlmStreamEvent,
     LlmUsage,
+    TextDelta,
+    ToolCallDelta,
 )
 
 logger = logging.getLogger(__name__)
@@ -67,6 +77,37 @@ def _parse_arguments(text: str | None) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"value": value}
 
 
+@contextlib.contextmanager
+def _refusals() -> Iterator[None]:
+    """Turn the provider's refusals into the non-retryable errors of ``base``."""
+    try:
+        yield
+    except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+        raise LlmAuthenticationError(f"LLM provider refused the credentials: {exc}") from exc
+    except (
+        openai.BadRequestError,
+        openai.NotFoundError,
+        openai.UnprocessableEntityError,
+    ) as exc:
+        raise LlmRequestRejected(f"LLM provider rejected the request: {exc}") from exc
+
+
+class _ToolCallParts:
+    """The pieces of one streamed tool call."""
+
+    def __init__(self) -> None:
+        self.id = ""
+        self.name = ""
+        self.arguments: list[str] = []
+
+    def call(self, index: int) -> ToolCall:
+        return ToolCall(
+            id=self.id or f"call_{index}",
+            name=self.name,
+            arguments=_parse_arguments("".join(self.arguments)),
+        )
+
+
 class OpenAICompatProvider:
     """Chat completions against any OpenAI-compatible endpoint."""
 
@@ -80,8 +121,10 @@ class OpenAICompatProvider:
         api_key: str | None = None,
         timeout: float = 120.0,
         client: AsyncOpenAI | None = None,
+        stream_usage: bool = True,
     ) -> None:
         self.model = model
+        self.stream_usage = stream_usage
         self.client = client or AsyncOpenAI(
             api_key=api_key or _PLACEHOLDER_KEY,
             base_url=base_url,
@@ -100,6 +143,7 @@ class OpenAICompatProvider:
             model=settings.openai_model,
             base_url=settings.openai_base_url,
             api_key=settings.openai_api_key,
+            stream_usage=settings.openai_stream_usage,
         )
 
     def build_request(self, request: LlmRequest) -> dict[str, Any]:
@@ -125,18 +169,10 @@ class OpenAICompatProvider:
         return kwargs
 
     async def complete(self, request: LlmRequest) -> LlmResponse:
-        try:
+        with _refusals():
             completion: Any = await self.client.chat.completions.create(
                 **self.build_request(request)
             )
-        except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
-            raise LlmAuthenticationError(f"LLM provider refused the credentials: {exc}") from exc
-        except (
-            openai.BadRequestError,
-            openai.NotFoundError,
-            openai.UnprocessableEntityError,
-        ) as exc:
-            raise LlmRequestRejected(f"LLM provider rejected the request: {exc}") from exc
         if not completion.choices:
             raise RuntimeError("the model returned no choices")
         choice = completion.choices[0].message
@@ -158,6 +194,56 @@ class OpenAICompatProvider:
         return LlmResponse(
             message=ChatMessage(role="assistant", content=choice.content, tool_calls=calls),
             model=completion.model or request.model or self.model,
+            usage=usage,
+        )
+
+    async def stream(self, request: LlmRequest) -> AsyncIterator[LlmStreamEvent]:
+        """Deltas as the server streams them, then the assembled response."""
+        kwargs = self.build_request(request)
+        kwargs["stream"] = True
+        if self.stream_usage:
+            kwargs["stream_options"] = {"include_usage": True}
+        with _refusals():
+            chunks: Any = await self.client.chat.completions.create(**kwargs)
+        text: list[str] = []
+        calls: dict[int, _ToolCallParts] = {}
+        usage: LlmUsage | None = None
+        model = ""
+        choices_seen = False
+        try:
+            async for chunk in chunks:
+                model = chunk.model or model
+                if chunk.usage is not None:
+                    usage = LlmUsage(
+                        prompt_tokens=chunk.usage.prompt_tokens or 0,
+                        completion_tokens=chunk.usage.completion_tokens or 0,
+                    )
+                if not chunk.choices:
+                    continue  # the usage-only last chunk
+                choices_seen = True
+                delta = chunk.choices[0].delta
+                if delta.content:
+                    text.append(delta.content)
+                    yield TextDelta(delta.content)
+                for piece in delta.tool_calls or []:
+                    parts = calls.setdefault(piece.index, _ToolCallParts())
+                    function = piece.function
+                    name = function.name if function is not None else None
+                    arguments = (function.arguments if function is not None else None) or ""
+                    parts.id = piece.id or parts.id
+                    parts.name = name or parts.name
+                    parts.arguments.append(arguments)
+                    yield ToolCallDelta(piece.index, id=piece.id, name=name, arguments=arguments)
+        finally:
+            await chunks.close()
+        if not choices_seen:
+            raise RuntimeError("the model returned no choices")
+        tool_calls = [calls[index].call(index) for index in sorted(calls) if calls[index].name]
+        yield LlmResponse(
+            message=ChatMessage(
+                role="assistant", content="".join(text) or None, tool_calls=tool_calls
+            ),
+            model=model or request.model or self.model,
             usage=usage,
         )
 

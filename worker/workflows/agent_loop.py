@@ -232,6 +232,7 @@ async def converse(
             start_to_close_timeout=policies.node_timeout(node),
             retry_policy=policies.node_retry(node, policies.LLM_RETRY),
             task_queue=node.task_queue,
+            priority=policies.node_priority(node),
         )
         messages.append(result.message)
         if result.message.content:
@@ -295,5 +296,6 @@ async def _call_tool(
         start_to_close_timeout=policies.TOOL_CALL_START_TO_CLOSE,
         retry_policy=policies.TOOL_RETRY,
         task_queue=node.task_queue,
+        priority=policies.node_priority(node),
     )
     return result

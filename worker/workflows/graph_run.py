@@ -294,7 +294,8 @@ class GraphRun(WorkstreamHandlers):
     # -- node dispatch ---------------------------------------------------------
 
     async def _execute(self, activation: Activation) -> NodeOutcome:
-        node = self._graph.node(activation.node_id)
+        # The node as its activities see it: task queue resolved from the graph.
+        node = policies.routed(self._graph, self._graph.node(activation.node_id))
         execution = NodeExecution(
             run=self._run,
             node=node,
@@ -328,6 +329,7 @@ class GraphRun(WorkstreamHandlers):
             start_to_close_timeout=policies.node_timeout(node),
             retry_policy=policies.node_retry(node),
             task_queue=node.task_queue,
+            priority=policies.node_priority(node),
         )
         return remote
 
@@ -350,6 +352,7 @@ class GraphRun(WorkstreamHandlers):
                 start_to_close_timeout=policies.node_timeout(node),
                 retry_policy=policies.LIFECYCLE_RETRY,
                 task_queue=node.task_queue,
+                priority=policies.node_priority(node),
             )
             await workflow.wait_condition(lambda: node.id in self._answers)
         finally:
@@ -365,6 +368,7 @@ class GraphRun(WorkstreamHandlers):
             start_to_close_timeout=policies.node_timeout(node),
             retry_policy=policies.LIFECYCLE_RETRY,
             task_queue=node.task_queue,
+            priority=policies.node_priority(node),
         )
         return result
 
