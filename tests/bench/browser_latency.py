@@ -21,25 +21,14 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from shared.bus import MessageBus
 from shared.messages import AgentMessageType, create_compact_message
 from shared.settings import Settings
 from tests.bench.floor import redis_pubsub_latencies
+from tests.browser.chromium import CHROMIUM, CHROMIUM_ARGS
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 ACTIVITY_ID = "bench-llm.1"
 WARMUP = 10
 

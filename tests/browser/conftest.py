@@ -29,20 +29,10 @@ from temporalio.client import Client
 from shared.api_keys import ApiKeyStore
 from shared.bus import MessageBus
 from shared.settings import Settings
-from spindle.processes import ManagedProcess, free_port, python_module
-from tests.e2e.conftest import REPO_ROOT, Caller, SpindleStack, subprocess_env, wait_for_worker
+from spindle.processes import free_port
+from tests.browser.chromium import CHROMIUM, CHROMIUM_ARGS
+from tests.e2e.conftest import Caller, SpindleStack, running_stack
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 TOKEN_DELAY_MS = 20
 # Assertions wait for the page up to this long (Playwright's default is 5 s; the
 # machine may be shared with other work).
@@ -96,13 +86,6 @@ UI_CHAT_GRAPH: dict[str, Any] = {
 }
 
 
-def _healthy(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=0.5).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
 @pytest.fixture(scope="session")
 def browser_settings(settings: Settings) -> Settings:
     return settings.model_copy(
@@ -127,36 +110,16 @@ def browser_settings(settings: Settings) -> Settings:
 async def browser_stack(
     browser_settings: Settings, temporal_client: Client, artifacts_dir: Path
 ) -> AsyncIterator[SpindleStack]:
-    logs = artifacts_dir / "browser"
-    env = subprocess_env(browser_settings) | {
+    extra_env = {
         "SPINDLE_OFFLINE_TOKEN_DELAY_MS": str(TOKEN_DELAY_MS),
         "SPINDLE_UI_UPLOAD_ACCEPT": UPLOAD_ACCEPT,
         "SPINDLE_UI_UPLOAD_MAX_FILES": str(UPLOAD_MAX_FILES),
     }
-    base = f"http://127.0.0.1:{browser_settings.gateway_port}"
-    worker = ManagedProcess(
-        "worker", python_module("worker.main"), log_path=logs / "worker.log", env=env, cwd=REPO_ROOT
-    )
-    gateway = ManagedProcess(
-        "gateway",
-        python_module("gateway.main"),
-        log_path=logs / "gateway.log",
-        env=env,
-        cwd=REPO_ROOT,
-        ready=lambda: _healthy(f"{base}/healthz"),
-        ready_timeout=60,
-    )
-    running = SpindleStack(browser_settings, worker, gateway, temporal_client)
-    gateway.start(wait=False)
-    try:
-        worker.start()
-        assert worker.pid is not None
-        await wait_for_worker(temporal_client, browser_settings.task_queue, worker.pid, worker)
-        gateway.wait_ready()
+    logs = artifacts_dir / "browser"
+    async with running_stack(
+        browser_settings, temporal_client, logs, extra_env=extra_env
+    ) as running:
         yield running
-    finally:
-        gateway.stop()
-        worker.stop()
 
 
 @pytest.fixture(scope="session")

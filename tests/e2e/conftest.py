@@ -241,10 +241,10 @@ async def callers(e2e_settings: Settings) -> dict[str, Caller]:
 
 @asynccontextmanager
 async def running_stack(
-    settings: Settings, temporal: Client, logs: Path
+    settings: Settings, temporal: Client, logs: Path, *, extra_env: dict[str, str] | None = None
 ) -> AsyncIterator[SpindleStack]:
-    """A worker and a gateway subprocess on ``settings``, stopped on exit."""
-    env = subprocess_env(settings)
+    """A worker and a gateway subprocess on ``settings`` (plus ``extra_env``), stopped on exit."""
+    env = subprocess_env(settings) | (extra_env or {})
     base = f"http://{settings.gateway_host}:{settings.gateway_port}"
     worker = ManagedProcess(
         "worker", python_module("worker.main"), log_path=logs / "worker.log", env=env, cwd=REPO_ROOT

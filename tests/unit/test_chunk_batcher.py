@@ -161,9 +161,10 @@ def test_bad_bounds_are_refused() -> None:
         ChunkBatcher(max_chars=0)
 
 
-async def paced(tokens: list[str], gap: float) -> AsyncIterator[LlmStreamEvent]:
+async def token_by_token(tokens: list[str]) -> AsyncIterator[LlmStreamEvent]:
+    """Each token a separate step of the event loop, as from a network stream."""
     for token in tokens:
-        await asyncio.sleep(gap)
+        await asyncio.sleep(0)  # yields to the loop once; waits for nothing
         yield TextDelta(token)
     yield ToolCallDelta(0, id="c1", name="calc", arguments="{}")
     yield LlmResponse(message=ChatMessage(role="assistant", content="".join(tokens)))
@@ -176,7 +177,7 @@ async def test_relay_posts_in_order_and_marks_the_last_chunk() -> None:
         posted.append((text, last))
 
     tokens = ["x" * 150, "y" * 150, "z" * 20]
-    response = await relay_tokens(paced(tokens, 0), ChunkBatcher(), sink)
+    response = await relay_tokens(token_by_token(tokens), ChunkBatcher(), sink)
 
     assert response.message.content == "".join(tokens)
     assert [len(t) for t, _ in posted] == [200, 120]
