@@ -19,7 +19,6 @@ import orjson
 import pytest
 from pymongo import AsyncMongoClient
 from temporalio.exceptions import ApplicationError
-from temporalio.testing import ActivityEnvironment
 
 from shared.archive import RunArchive, RunRecord
 from shared.bus import MessageBus
@@ -28,6 +27,7 @@ from shared.messages import AgentMessageType as T
 from shared.run_models import NodeStatus, PendingInput, RunStatus, UserInput
 from shared.settings import Settings
 from spindle.processes import free_port
+from tests.integration.activity_env import env
 from worker.activities.agent import AgentActivities, tool_message
 from worker.activities.hitl import HitlActivities
 from worker.activities.lifecycle import LifecycleActivities
@@ -81,14 +81,6 @@ def execution(run: RunRef, node: dict[str, Any], **state: Any) -> NodeExecution:
         state={"input": None, "context": {}, "meta": {}, **state},
         started_at=datetime.now(UTC).isoformat(),
     )
-
-
-def env(activity_id: str, attempt: int = 1) -> ActivityEnvironment:
-    environment = ActivityEnvironment()
-    environment.info = dataclasses.replace(
-        environment.info, activity_id=activity_id, attempt=attempt
-    )
-    return environment
 
 
 async def stream(bus: MessageBus, run: RunRef) -> list[dict[str, Any]]:

@@ -15,8 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from temporalio.client import Client, WorkflowHandle
 
@@ -34,8 +33,7 @@ from shared.run_models import (
 )
 from shared.run_trace_archive import run_trace
 from shared.settings import Settings
-from shared.telemetry import temporal_interceptors
-from shared.temporal_converter import data_converter
+from tests.integration.traced_temporal import named, traced_temporal_client
 from tests.polling import eventually
 from worker.examples import load_example
 from worker.main import build_worker
@@ -86,16 +84,8 @@ def spans() -> InMemorySpanExporter:
 
 @pytest.fixture(scope="module")
 async def traced_client(settings: Settings, spans: InMemorySpanExporter) -> AsyncIterator[Client]:
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(spans))
-    client = await Client.connect(
-        settings.temporal_address,
-        namespace=settings.temporal_namespace,
-        data_converter=data_converter(settings),
-        interceptors=temporal_interceptors(provider),
-    )
-    yield client
-    provider.shutdown()
+    async with traced_temporal_client(settings, spans) as client:
+        yield client
 
 
 @pytest.fixture(scope="module")
@@ -185,10 +175,6 @@ async def test_current_node_and_pending_input_move_with_the_run(
     assert all("traceId" not in m for m in trace)
     archived = await archive.messages_coll.find({"stream_id": workflow_id}).to_list()
     assert archived and all("traceId" not in doc for doc in archived)
-
-
-def named(spans: list[ReadableSpan], prefix: str) -> list[ReadableSpan]:
-    return [span for span in spans if span.name.startswith(prefix)]
 
 
 async def test_archive_matches_the_redis_history_and_names_the_runs_trace(

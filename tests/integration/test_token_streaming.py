@@ -21,7 +21,6 @@ import orjson
 import pytest
 from temporalio import activity
 from temporalio.client import Client
-from temporalio.testing import ActivityEnvironment
 
 from gateway.message_history import compact_superseded, stored_messages
 from shared.bus import MessageBus
@@ -30,6 +29,7 @@ from shared.messages import AgentMessageType as T
 from shared.messages import create_compact_message
 from shared.run_models import GRAPH_RUN_WORKFLOW, GraphRunInput, GraphRunResult
 from shared.settings import Settings
+from tests.integration.activity_env import env
 from tests.polling import eventually
 from worker.activities.agent import AgentActivities
 from worker.activities.chunk_poster import ChunkPoster
@@ -77,14 +77,6 @@ def execution(run: RunRef, prompt: str) -> NodeExecution:
         state={"input": None, "context": {}, "meta": {}},
         started_at=datetime.now(UTC).isoformat(),
     )
-
-
-def env(activity_id: str, attempt: int = 1) -> ActivityEnvironment:
-    environment = ActivityEnvironment()
-    environment.info = dataclasses.replace(
-        environment.info, activity_id=activity_id, attempt=attempt
-    )
-    return environment
 
 
 async def wire(bus: MessageBus, stream_id: str) -> list[dict[str, Any]]:

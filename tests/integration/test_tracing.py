@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from temporalio.client import Client
 
@@ -36,7 +35,7 @@ from shared.run_models import (
 )
 from shared.settings import Settings
 from shared.telemetry import setup_tracing, temporal_interceptors
-from shared.temporal_converter import data_converter
+from tests.integration.traced_temporal import named, traced_temporal_client
 from tests.polling import eventually
 from worker.main import build_worker
 from worker.registry import NodeContext, NodeResult, node_type
@@ -60,16 +59,8 @@ def spans() -> InMemorySpanExporter:
 
 @pytest.fixture
 async def traced_client(settings: Settings, spans: InMemorySpanExporter) -> AsyncIterator[Client]:
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(spans))
-    client = await Client.connect(
-        settings.temporal_address,
-        namespace=settings.temporal_namespace,
-        data_converter=data_converter(settings),
-        interceptors=temporal_interceptors(provider),
-    )
-    yield client
-    provider.shutdown()
+    async with traced_temporal_client(settings, spans) as client:
+        yield client
 
 
 @pytest.fixture
@@ -80,10 +71,6 @@ def node_log_lines(settings: Settings) -> Iterator[io.StringIO]:
     NODE_LOG.setLevel(logging.INFO)
     yield lines
     NODE_LOG.removeHandler(handler)
-
-
-def named(spans: list[ReadableSpan], prefix: str) -> list[ReadableSpan]:
-    return [span for span in spans if span.name.startswith(prefix)]
 
 
 def attributes(span: ReadableSpan) -> dict[str, Any]:
