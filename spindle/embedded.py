@@ -6,6 +6,7 @@ directory."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,9 +91,20 @@ def temporal_dev_server(
 
 
 def redis_server(
-    data_dir: Path, *, host: str = "127.0.0.1", port: int = 6379, log_path: Path | None = None
+    data_dir: Path,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 6379,
+    log_path: Path | None = None,
+    extra_args: Sequence[str] = (),
+    name: str = "redis-server",
 ) -> ManagedProcess:
-    """A Redis server that keeps nothing on disk (Redis is a cache here)."""
+    """A Redis server that keeps nothing on disk (Redis is a cache here).
+
+    Args:
+        extra_args: more ``redis-server`` options (``--cluster-enabled yes``, ...).
+        name: the process's name in logs and errors.
+    """
     binary = shutil.which("redis-server")
     if binary is None:
         raise ProcessFailed(
@@ -112,9 +124,10 @@ def redis_server(
         "no",
         "--dir",
         str(data_dir),
+        *extra_args,
     ]
     return ManagedProcess(
-        "redis-server",
+        name,
         argv,
         log_path=log_path or data_dir / "redis.log",
         ready=lambda: port_open(host, port),

@@ -24,6 +24,7 @@ from redis.asyncio.client import PubSub
 from redis.crc import key_slot
 
 from shared.redis_connect import RedisClient, connect_redis
+from spindle.embedded import redis_server
 from spindle.processes import ManagedProcess, free_port, port_open, wait_until
 
 HOST = "127.0.0.1"
@@ -48,28 +49,7 @@ def redis_node(
     data_dir: Path, port: int, *extra: str, name: str = "redis-server"
 ) -> ManagedProcess:
     """A ``redis-server`` on loopback that keeps nothing on disk."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    argv = [
-        shutil.which("redis-server") or "redis-server",
-        "--bind",
-        HOST,
-        "--port",
-        str(port),
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--dir",
-        str(data_dir),
-        *extra,
-    ]
-    return ManagedProcess(
-        f"{name} :{port}",
-        argv,
-        log_path=data_dir / "redis.log",
-        ready=lambda: port_open(HOST, port),
-        ready_timeout=30,
-    )
+    return redis_server(data_dir, host=HOST, port=port, extra_args=extra, name=f"{name} :{port}")
 
 
 @dataclass
