@@ -143,17 +143,13 @@ class NodeStarted(BaseModel):
 
     async def apply(self, archive: RunArchive) -> None:
         to_set = document_fields({"current_node_id": self.node_id, **self.fields})
-        on_insert = {k: v for k, v in document_fields(self.create_with).items() if k not in to_set}
-        on_insert.update(workflowId=self.workflow_id, created_at=utcnow())
-        if "status" not in to_set:
-            on_insert.setdefault("status", "running")
         update = {
             "$set": to_set,
             "$addToSet": {"current_nodes": self.node_id},
             "$currentDate": {"updated_at": True},
         }
         if self.create_with:
-            update["$setOnInsert"] = storable(on_insert)
+            update["$setOnInsert"] = insert_fields(self.workflow_id, self.create_with, to_set)
         await asyncio.gather(
             archive.runs.update_one(
                 {"_id": self.workflow_id}, update, upsert=bool(self.create_with)
@@ -180,6 +176,13 @@ class NodeFinished(BaseModel):
         default_factory=dict, description="port → (bounded) output; empty when it failed"
     )
     trace_id: str | None = None
+    current_node_id: str | None = Field(
+        None, description="set when the node's start was not recorded apart (a quick node)"
+    )
+    create_with: dict[str, Any] = Field(
+        default_factory=dict,
+        description="identity to create the run with if it is not archived; empty: never create",
+    )
 
     async def apply(self, archive: RunArchive) -> None:
         node = self.report.node_id
@@ -193,18 +196,24 @@ class NodeFinished(BaseModel):
             }
         if self.trace_id:
             run_set["traceId"] = self.trace_id
+        if self.current_node_id:
+            run_set.update(document_fields({"current_node_id": self.current_node_id}))
         update: dict[str, Any] = {
             "$pull": {"current_nodes": node},
             "$currentDate": {"updated_at": True},
         }
         if run_set:
             update["$set"] = storable(run_set)
+        if self.create_with:
+            update["$setOnInsert"] = insert_fields(self.workflow_id, self.create_with, run_set)
         await asyncio.gather(
             archive.save_node_report(
                 self.workflow_id, self.report, input=self.input, output=self.output
             ),
             save_trace(archive, self.workflow_id, self.run_id, self.trace, self.stream_id),
-            archive.runs.update_one({"_id": self.workflow_id}, update),
+            archive.runs.update_one(
+                {"_id": self.workflow_id}, update, upsert=bool(self.create_with)
+            ),
         )
 
     def describe(self) -> str:
@@ -212,6 +221,19 @@ class NodeFinished(BaseModel):
 
 
 # -- reads and writes -------------------------------------------------------------
+
+
+def insert_fields(
+    workflow_id: str, create_with: dict[str, Any], to_set: dict[str, Any]
+) -> dict[str, Any]:
+    """``$setOnInsert`` of a run document first written by a node's start or end:
+    its identity, less what the same update sets."""
+    on_insert = {k: v for k, v in document_fields(create_with).items() if k not in to_set}
+    on_insert.update(workflowId=workflow_id, created_at=utcnow())
+    if "status" not in to_set:
+        on_insert.setdefault("status", "running")
+    stored: dict[str, Any] = storable(on_insert)
+    return stored
 
 
 async def save_trace(

@@ -28,6 +28,7 @@ from shared.run_models import NodeStatus, PendingInput, RunStatus, UserInput
 from shared.settings import Settings
 from spindle.processes import free_port
 from tests.integration.activity_env import env
+from tests.polling import eventually
 from worker.activities.agent import AgentActivities, tool_message
 from worker.activities.hitl import HitlActivities
 from worker.activities.lifecycle import LifecycleActivities
@@ -527,3 +528,62 @@ async def test_long_nodes_heartbeat_while_they_run(bus: MessageBus) -> None:
     outcome = await asyncio.wait_for(environment.run(acts.execute_node, ex), 10)
     assert outcome.output == "released"
     assert beats[0] == ("slow",)
+
+
+HELD = asyncio.Event()
+
+
+@node_type("test_held_node")
+async def _held_node(ctx: NodeContext) -> NodeResult:
+    await HELD.wait()
+    return NodeResult(data="released")
+
+
+async def test_the_run_document_names_the_node_that_runs(
+    bus: MessageBus, archive: RunArchive
+) -> None:
+    acts = NodeActivities(bus, archive)
+
+    # A quick node: its start is recorded with its end, in the same write.
+    quick = new_run()
+    await env("count.1").run(
+        acts.execute_node,
+        execution(
+            quick,
+            {
+                "id": "count",
+                "type": "tool",
+                "params": {"tool": "word_count", "args": {"text": "a"}},
+            },
+            context={"team": "a"},
+        ),
+    )
+    doc = await archive.runs.find_one({"_id": quick.workflow_id})
+    assert doc is not None
+    # (created by this write, whose $pull leaves no current_nodes field behind)
+    assert doc["currentNodeId"] == "count" and not doc.get("current_nodes")
+    assert (doc["context"], doc["portData"]["count"]["output"]["words"]) == ({"team": "a"}, 1)
+
+    # A node that keeps running: the archive names it while it runs.
+    held = new_run()
+    HELD.clear()
+    running = asyncio.create_task(
+        env("hold.1").run(
+            acts.execute_node, execution(held, {"id": "hold", "type": "test_held_node"})
+        )
+    )
+
+    async def current() -> dict[str, Any] | None:
+        found = await archive.runs.find_one({"_id": held.workflow_id})
+        return found if found and found.get("current_nodes") == ["hold"] else None
+
+    doc = await eventually(
+        current, what="the held node is current", alive=lambda: not running.done()
+    )
+    assert doc["currentNodeId"] == "hold"
+    HELD.set()
+    outcome = await running
+    assert outcome.output == "released"
+    doc = await archive.runs.find_one({"_id": held.workflow_id})
+    assert doc is not None
+    assert (doc["currentNodeId"], doc["current_nodes"]) == ("hold", [])

@@ -6,6 +6,7 @@ inside it, not in extra activities.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import warnings
@@ -23,6 +24,7 @@ from worker.activities.models import EXECUTE_NODE, NodeExecution, NodeOutcome
 from worker.activities.params import resolve_params, validate_params
 from worker.activities.poster import MessagePoster
 from worker.activities.recorder import (
+    NodeStartRecord,
     RunRecorder,
     build_report,
     input_envelope,
@@ -104,11 +106,14 @@ class NodeActivities:
             visit=execution.visit,
         )
         await self.tasks.node_started(execution)
-        await self.recorder.node_started(execution)  # currentNodeId in the archive
+        recording_start = NodeStartRecord(self.recorder, execution)
         try:
             async with heartbeating(node.id):
                 value = await node_type.run(ctx)
             result = as_node_result(value, node.type)
+        except asyncio.CancelledError:
+            recording_start.cancel()
+            raise
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             report = build_report(
@@ -118,11 +123,13 @@ class NodeActivities:
                 error=error,
             )
             # The last attempt's report wins (same archive id per node visit).
+            start_recorded = await recording_start.settle()
             await self.recorder.save_report(
                 execution,
                 report,
                 input=envelope_in,
                 output=output_envelope(execution, None, error=error),
+                current=not start_recorded,
             )
             await poster.archive()
             raise
@@ -133,6 +140,7 @@ class NodeActivities:
             duration_ms=(time.monotonic() - started) * 1000,
             output=result.data,
         )
+        start_recorded = await recording_start.settle()
         await self.recorder.save_report(
             execution,
             report,
@@ -140,6 +148,7 @@ class NodeActivities:
             output=output_envelope(
                 execution, result.data, ports=result.ports, meta=result.metadata
             ),
+            current=not start_recorded,
         )
         await poster.archive()
         await self.tasks.node_finished(execution, result.data)
