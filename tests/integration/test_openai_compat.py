@@ -111,14 +111,15 @@ def streamed_answer() -> list[dict[str, Any]]:
 class FakeOpenAI:
     """Records requests; replies with a tool call until a tool result is sent.
 
-    A streamed reply paces its events ``pace`` seconds apart (a slow model).
+    A streamed reply pauses after its first content token while ``paused`` is set
+    (a model thinking mid-answer), until the test releases it.
     """
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.app = Starlette(routes=[Route("/v1/chat/completions", self.chat, methods=["POST"])])
-        self.pace = 0.0
+        self.paused: asyncio.Event | None = None
 
     async def sse(self, body: dict[str, Any], events: list[dict[str, Any]]) -> StreamingResponse:
         if (body.get("stream_options") or {}).get("include_usage"):
@@ -126,9 +127,9 @@ class FakeOpenAI:
             events = [*events, {**chunk({}), "choices": [], "usage": usage}]
 
         async def frames() -> AsyncIterator[bytes]:
-            for event in events:
-                if self.pace:
-                    await asyncio.sleep(self.pace)  # the fake model's speed, not a wait
+            for n, event in enumerate(events):
+                if n == 2 and self.paused is not None:  # after the role and one token
+                    await self.paused.wait()
                 yield b"data: " + orjson.dumps(event) + b"\n\n"
             yield b"data: [DONE]\n\n"
 
@@ -356,7 +357,7 @@ async def test_llm_turn_streams_the_models_tokens_to_the_run(
     """The ``llm_turn`` activity with the OpenAI-compatible provider: the tokens
     reach the run's stream as STREAMING_CHUNK messages before the ANSWER."""
     server, base_url = fake
-    server.pace = 0.02  # a token every 20 ms: each goes out within the 16 ms window
+    server.paused = release = asyncio.Event()
     bus = MessageBus(aioredis.Redis.from_url(redis_url, decode_responses=False))
     llm = OpenAICompatProvider(model="fake-model", base_url=base_url)
     wf = f"oai-{uuid.uuid4().hex[:12]}"
@@ -369,14 +370,26 @@ async def test_llm_turn_streams_the_models_tokens_to_the_run(
     )
     environment = ActivityEnvironment()
     environment.info = dataclasses.replace(environment.info, activity_id="a.1.t1", attempt=1)
+
+    async def first_chunk_posted() -> bool:
+        return any(orjson.loads(m.raw)["t"] == T.STREAMING_CHUNK for m in await bus.history(wf))
+
     try:
         acts = AgentActivities(bus, None, llm, streaming=True)
-        result = await environment.run(
-            acts.llm_turn, LlmTurnInput(execution=execution, turn=1, messages=[])
+        turn = asyncio.create_task(
+            environment.run(acts.llm_turn, LlmTurnInput(execution=execution, turn=1, messages=[]))
         )
+        # The model pauses after its first token: that token goes out on the 16 ms
+        # window while the rest is still being written.
+        await eventually(
+            first_chunk_posted, what="the first token's chunk", alive=lambda: not turn.done()
+        )
+        release.set()
+        result = await turn
         messages = [orjson.loads(m.raw) for m in await bus.history(wf)]
     finally:
-        server.pace = 0.0
+        server.paused = None
+        release.set()
         await llm.close()
         await bus.delete_stream(wf)
         await bus.close()
