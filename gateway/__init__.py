@@ -1,0 +1,1 @@
+"""The FastAPI gateway, imported as ``spindle.gateway``: REST, SSE, JSON-RPC and A2A."""

@@ -17,15 +17,7 @@ from fastapi import APIRouter, FastAPI
 from fastapi.routing import APIRoute
 from temporalio.client import Client
 
-from gateway.a2a import install_a2a
-from gateway.a2a.push_watch import PushWatcher
-from gateway.access_log import install_access_log_redaction
-from gateway.auth.authenticator import Authenticator
-from gateway.body_limit import ContentLengthLimit
-from gateway.catalog_cache import CatalogCache
-from gateway.limits import TenantLimits
-from gateway.problems import install_problem_handlers
-from gateway.routes import (
+from spindle.gateway.api.routes import (
     bundle,
     files,
     fork,
@@ -38,18 +30,26 @@ from gateway.routes import (
     ui,
     workstreams,
 )
-from gateway.routes import jsonrpc as jsonrpc_routes
-from gateway.routes import metrics as metrics_routes
-from gateway.stream_drain import StreamDrain
-from shared.api_keys import ApiKeyStore
-from shared.archive import RunArchive
-from shared.bus import MessageBus
-from shared.bus_hub import SubscriptionHub
-from shared.file_store import FileStore
-from shared.logging_setup import redact_url
-from shared.settings import Settings, get_settings
-from shared.telemetry import setup_tracing, temporal_interceptors
-from shared.temporal_converter import data_converter
+from spindle.gateway.api.routes import jsonrpc as jsonrpc_routes
+from spindle.gateway.api.routes import metrics as metrics_routes
+from spindle.gateway.auth.authenticator import Authenticator
+from spindle.gateway.http.access_log import install_access_log_redaction
+from spindle.gateway.http.body_limit import ContentLengthLimit
+from spindle.gateway.http.problems import install_problem_handlers
+from spindle.gateway.limits.tenant_limits import TenantLimits
+from spindle.gateway.protocols.a2a import install_a2a
+from spindle.gateway.protocols.a2a.push_watch import PushWatcher
+from spindle.gateway.runs.catalog_cache import CatalogCache
+from spindle.gateway.streams.drain import StreamDrain
+from spindle.shared.bus.hub import SubscriptionHub
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.platform.logging_setup import redact_url
+from spindle.shared.platform.settings import Settings, get_settings
+from spindle.shared.platform.telemetry import setup_tracing, temporal_interceptors
+from spindle.shared.store.api_keys import ApiKeyStore
+from spindle.shared.store.archive import RunArchive
+from spindle.shared.store.file_store import FileStore
+from spindle.shared.temporal.converter import data_converter
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.authenticator = Authenticator(settings, keys=keys)
     app.state.limits = TenantLimits(bus.redis, settings)
     app.state.files = file_store
-    # A2A push notifications: follows watched tasks' runs (gateway.a2a.push_watch).
+    # A2A push notifications: follows watched tasks' runs (protocols.a2a.push_watch).
     push_watcher = PushWatcher(app.state)
     push_watcher.start()
     if settings.auth_disabled:
@@ -141,7 +141,7 @@ def _vertesia_operation_id(route: APIRoute) -> str:
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    """Build the gateway app (``uvicorn --factory gateway.app:create_app``).
+    """Build the gateway app (``uvicorn --factory spindle.gateway.app:create_app``).
 
     Args:
         settings: defaults to the process settings read from the environment.
@@ -156,7 +156,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     # Set off by the server on shutdown: open SSE streams end with a retry hint.
     app.state.stream_drain = StreamDrain(settings.sse_shutdown_retry_ms)
-    # OTEL_* environment variables turn tracing on (shared.telemetry).
+    # OTEL_* environment variables turn tracing on (spindle.shared.platform.telemetry).
     app.state.tracer_provider = setup_tracing("spindle-gateway", settings)
     if app.state.tracer_provider is not None:
         from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor

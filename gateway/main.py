@@ -1,13 +1,13 @@
-"""``python -m gateway.main``: serve the gateway with uvicorn (uvloop + httptools)."""
+"""``python -m spindle.gateway.main``: serve the gateway with uvicorn (uvloop + httptools)."""
 
 from __future__ import annotations
 
 import uvicorn
 
-from gateway.app import create_app
-from gateway.graceful_server import GracefulServer
-from shared.logging_setup import configure_logging
-from shared.settings import get_settings
+from spindle.gateway.app import create_app
+from spindle.gateway.http.graceful_server import GracefulServer
+from spindle.shared.platform.logging_setup import configure_logging
+from spindle.shared.platform.settings import get_settings
 
 # Longer than common client pools' idle expiry (httpx: 5 s) so a client never
 # sends a request on a connection the server is closing at that very moment;
@@ -29,7 +29,7 @@ def main() -> None:
         # uvicorn's own loggers propagate to the root handler configure_logging set.
         log_config=None,
         proxy_headers=True,
-        # Open SSE streams end at once on shutdown (gateway.graceful_server); this
+        # Open SSE streams end at once on shutdown (spindle.gateway.http.graceful_server); this
         # bounds every other request still running.
         timeout_graceful_shutdown=settings.gateway_graceful_shutdown_seconds,
         timeout_keep_alive=KEEP_ALIVE_SECONDS,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from spindle.processes import bin_path
+from spindle.dev.processes import bin_path
 
 
 def run_spindle(*args: str, **env: str) -> subprocess.CompletedProcess[str]:

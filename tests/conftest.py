@@ -20,15 +20,15 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from shared.settings import Settings
-from shared.temporal_converter import data_converter
-from spindle.embedded import (
+from spindle.dev.embedded import (
     TemporalDevServer,
     mongo_wire_server,
     redis_server,
     temporal_dev_server,
 )
-from spindle.processes import ManagedProcess, bin_path, free_port
+from spindle.dev.processes import ManagedProcess, bin_path, free_port
+from spindle.shared.platform.settings import Settings
+from spindle.shared.temporal.converter import data_converter
 from tests.integration.redis_topologies import redis_cluster
 
 __all__ = ["redis_cluster"]  # a three-master Redis Cluster, started when a test asks

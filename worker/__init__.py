@@ -1,0 +1,1 @@
+"""The Temporal worker, imported as ``spindle.worker``: workflows, activities, node types."""

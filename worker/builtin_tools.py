@@ -2,7 +2,7 @@
 
 ``search_notes`` (a small knowledge base), ``calculator`` (safe arithmetic with
 ``ast``, never ``eval``), ``word_count``, ``draft_document``, ``extract_keywords``
-and ``sentiment``. Imported by ``worker.tools.load_tools``.
+and ``sentiment``. Imported by ``spindle.worker.tools.load_tools``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from worker.tools import ToolError, tool
+from spindle.worker.tools import ToolError, tool
 
 NOTES: tuple[dict[str, str], ...] = (
     {

@@ -1,4 +1,4 @@
-"""The worker process: ``python -m worker.main``.
+"""The worker process: ``python -m spindle.worker.main``.
 
 Connects to Temporal, Redis and MongoDB from ``Settings`` (environment), publishes
 its catalog (node types and tools) for the gateway to validate graphs against,
@@ -20,27 +20,28 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from shared.logging_setup import configure_logging, redact_url
-from shared.settings import Settings
-from shared.telemetry import setup_tracing, temporal_interceptors
-from shared.temporal_converter import data_converter
-from worker.activities import build_activities
-from worker.activities.artifacts import artifact_activities
-from worker.activities.workstream import workstream_activities
-from worker.llm.base import LlmProvider, provider_from_settings
-from worker.metrics_server import sdk_metrics_runtime, serve_metrics
-from worker.registry import build_catalog
+from spindle.shared.platform.logging_setup import configure_logging, redact_url
+from spindle.shared.platform.settings import Settings
+from spindle.shared.platform.telemetry import setup_tracing, temporal_interceptors
+from spindle.shared.temporal.converter import data_converter
+from spindle.worker.activities import build_activities
+from spindle.worker.activities.artifacts import artifact_activities
+from spindle.worker.activities.workstream import workstream_activities
+from spindle.worker.llm.base import LlmProvider, provider_from_settings
+from spindle.worker.metrics_server import sdk_metrics_runtime, serve_metrics
+from spindle.worker.registry import build_catalog
 
 if TYPE_CHECKING:
-    from shared.archive import RunArchive
-    from shared.bus import MessageBus
+    from spindle.shared.bus.message_bus import MessageBus
+    from spindle.shared.store.archive import RunArchive
 
 logger = logging.getLogger(__name__)
 
 # Modules the sandbox shares with the worker instead of re-importing per run:
 # ours are deterministic models; the rest are pure third-party libraries.
 PASSTHROUGH_MODULES = (
-    "shared",
+    "spindle.shared.contracts",
+    "spindle.shared.graphs",
     "pydantic",
     "pydantic_core",
     "jmespath",
@@ -69,8 +70,8 @@ def workflow_runner() -> SandboxedWorkflowRunner:
 
 def workflow_classes() -> list[type[Any]]:
     """The workflow classes this worker runs: graph runs and their workstreams."""
-    from worker.workflows.graph_run import GraphRun
-    from worker.workflows.workstream import Workstream
+    from spindle.worker.workflows.graph_run import GraphRun
+    from spindle.worker.workflows.workstreams.child_workflow import Workstream
 
     return [GraphRun, Workstream]
 
@@ -88,7 +89,7 @@ def build_worker(
     """A Temporal worker running the graph workflows and all their activities.
 
     Args:
-        client: connected with ``shared.temporal_converter.data_converter``.
+        client: connected with ``spindle.shared.temporal.converter.data_converter``.
         settings: task queue and concurrency limits.
         bus: where activities post messages.
         archive: where they archive; None when the archive is disabled.
@@ -183,10 +184,10 @@ async def publish_catalog(archive: RunArchive | None) -> None:
 
 async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
     """Run a worker until ``stop`` is set (by default: until SIGINT/SIGTERM)."""
-    from shared.archive import RunArchive
-    from shared.archive_outbox import ArchiveCatchUp, ArchiveOutbox, attach_outbox
-    from shared.bus import MessageBus
-    from shared.push_notifications import PushDelivery, PushOutbox
+    from spindle.shared.bus.message_bus import MessageBus
+    from spindle.shared.store.archive import RunArchive
+    from spindle.shared.tasks.push import PushDelivery, PushOutbox
+    from spindle.worker.archive_outbox import ArchiveCatchUp, ArchiveOutbox, attach_outbox
 
     if stop is None:
         stop = asyncio.Event()
@@ -264,7 +265,7 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
 
 
 def main(task_queues: list[str] | None = None) -> None:
-    """Entry point of ``python -m worker.main`` and ``spindle worker``.
+    """Entry point of ``python -m spindle.worker.main`` and ``spindle worker``.
 
     Args:
         task_queues: the queues to poll (``spindle worker --task-queue``); default:

@@ -1,4 +1,4 @@
-"""The worker's metrics endpoints: ours (``shared.metrics``) and the Temporal SDK's.
+"""The worker's metrics endpoints: ours (``shared.platform.metrics``) and the Temporal SDK's.
 
 Ours are served by a tiny asyncio HTTP server on ``worker_metrics_port`` that
 answers every GET with the registry in Prometheus text format, so it stops with
@@ -17,8 +17,8 @@ from collections.abc import AsyncIterator
 
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
-from shared import metrics
-from shared.settings import Settings
+from spindle.shared.platform import metrics
+from spindle.shared.platform.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ async def _answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
 
 @contextlib.asynccontextmanager
 async def serve_metrics(settings: Settings) -> AsyncIterator[int | None]:
-    """Serve ``shared.metrics`` while the context is open.
+    """Serve ``spindle.shared.platform.metrics`` while the context is open.
 
     Yields:
         The bound port, or None when off (port 0) or the port is taken (logged:

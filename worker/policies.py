@@ -1,7 +1,7 @@
 """Retry policies, timeouts, task queues and priorities of every activity a graph
 run schedules, in one place.
 
-A node's ``retry``, ``timeout_seconds`` and ``priority`` (``shared.graph_spec.NodeSpec``)
+A node's ``retry``, ``timeout_seconds`` and ``priority`` (``NodeSpec``)
 override the defaults of its node type; its task queue is its own ``task_queue``, else
 the graph's ``task_queues`` entry for its type, else the run's queue. Pure module: the
 workflow imports it.
@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from temporalio.common import Priority, RetryPolicy
 
-from shared.graph_spec import GraphSpec, NodeSpec, RetrySpec
+from spindle.shared.contracts.graph_spec import GraphSpec, NodeSpec, RetrySpec
 
 # Errors that no retry can fix: bad parameters, a bad answer, a missing type.
 NON_RETRYABLE_ERRORS = ["InvalidParams", "InputInvalid", "ExecutorNotFound", "NodeTypeNotFound"]

@@ -11,7 +11,7 @@ point names a module, or an object, whose import registers its types)::
 
 ``agent`` and ``prompt`` nodes are driven by the workflow itself (LLM turns, HITL
 waits) and are not in this registry; their parameter models live in
-``shared.node_params`` and they appear in the published catalog all the same.
+``spindle.shared.graphs.node_params`` and they appear in the published catalog all the same.
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio import activity
 
-from shared.catalog import Catalog, NodeTypeInfo, ToolInfo
-from shared.errors import ExecutorNotFound
-from shared.graph_spec import NodeSpec
-from worker.plugins import load_entry_points
+from spindle.shared.contracts.errors import ExecutorNotFound
+from spindle.shared.contracts.graph_spec import NodeSpec
+from spindle.shared.graphs.catalog import Catalog, NodeTypeInfo, ToolInfo
+from spindle.worker.plugins import load_entry_points
 
 if TYPE_CHECKING:
-    from worker.activities.models import RunRef
-    from worker.activities.poster import MessagePoster
+    from spindle.worker.activities.poster import MessagePoster
+    from spindle.worker.contracts import RunRef
 
 logger = logging.getLogger(__name__)
 
@@ -162,7 +162,7 @@ def load_node_types() -> dict[str, NodeType]:
     global _loaded
     if not _loaded:
         _loaded = True
-        import worker.nodes  # noqa: F401  (registers the built-ins)
+        import spindle.worker.nodes  # noqa: F401  (registers the built-ins)
 
         load_entry_points(ENTRY_POINT_GROUP)
     return dict(_REGISTRY)
@@ -186,7 +186,7 @@ def get_node_type(name: str) -> NodeType:
 
 def build_catalog() -> Catalog:
     """What this worker offers: built-in and registered node types, and tools."""
-    from worker.tools import load_tools
+    from spindle.worker.tools import load_tools
 
     types = {name: t.info() for name, t in load_node_types().items()}
     tools = {

@@ -5,7 +5,7 @@ different order of commands) makes replay of an older history fail with a
 non-determinism error. Histories are JSON files written with
 ``WorkflowHistory.to_json()``; the file stem is the run's workflow id.
 
-Usage: ``python -m worker.replay tests/histories/*.json`` (exit status 1 on any
+Usage: ``python -m spindle.worker.replay tests/histories/*.json`` (exit status 1 on any
 failure). Tests replay every file under ``tests/histories``.
 """
 
@@ -21,8 +21,8 @@ from typing import Any
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
-from shared.graph_spec import GraphSpec
-from shared.run_models import (
+from spindle.shared.contracts.graph_spec import GraphSpec
+from spindle.shared.contracts.runs import (
     DESCRIBE_QUERY,
     GRAPH_RUN_WORKFLOW,
     USER_INPUT_UPDATE,
@@ -32,8 +32,8 @@ from shared.run_models import (
     SignalAck,
     UserInput,
 )
-from shared.settings import get_settings
-from shared.temporal_converter import data_converter
+from spindle.shared.platform.settings import get_settings
+from spindle.shared.temporal.converter import data_converter
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def save_history(history: WorkflowHistory, folder: str | Path) -> Path:
 
 def replayer(workflows: Sequence[type[Any]] | None = None) -> Replayer:
     """A replayer configured like the worker: same sandbox, same data converter."""
-    from worker.main import workflow_classes, workflow_runner
+    from spindle.worker.main import workflow_classes, workflow_runner
 
     return Replayer(
         workflows=list(workflows) if workflows is not None else workflow_classes(),
@@ -157,10 +157,10 @@ async def record_history(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m worker.replay FILE...``: replay history files, report failures."""
+    """``python -m spindle.worker.replay FILE...``: replay history files, report failures."""
     paths = list(argv if argv is not None else sys.argv[1:])
     if not paths:
-        print("usage: python -m worker.replay HISTORY.json...", file=sys.stderr)
+        print("usage: python -m spindle.worker.replay HISTORY.json...", file=sys.stderr)
         return 2
     failures = asyncio.run(replay_histories(paths))
     for failure in failures:

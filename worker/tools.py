@@ -6,7 +6,7 @@ its JSON Schema to the catalog and to LLMs (function calling). Plug-ins register
 more tools by importing modules listed under the ``spindle.tools`` entry-point
 group.
 
-The built-in tools (``worker.builtin_tools``) need no network, so the demo runs
+The built-in tools (``spindle.worker.builtin_tools``) need no network, so the demo runs
 anywhere.
 """
 
@@ -21,7 +21,7 @@ from typing import Any, TypeVar, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from worker.plugins import load_entry_points
+from spindle.worker.plugins import load_entry_points
 
 logger = logging.getLogger(__name__)
 
@@ -155,7 +155,7 @@ def load_tools() -> dict[str, ToolDef]:
     global _loaded
     if not _loaded:
         _loaded = True
-        import worker.builtin_tools  # noqa: F401  (registers the built-ins)
+        import spindle.worker.builtin_tools  # noqa: F401  (registers the built-ins)
 
         load_entry_points(ENTRY_POINT_GROUP)
     return dict(_TOOLS)

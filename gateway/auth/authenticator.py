@@ -21,12 +21,12 @@ import time
 
 from fastapi import Request
 
-from gateway.auth.jwt_verifier import JwtVerifier
-from gateway.auth.stream_tokens import StreamTokenSigner, looks_like_stream_token
-from shared.api_keys import ApiKeyStore, key_hash, looks_like_api_key
-from shared.errors import Unauthorized, Unavailable
-from shared.identity import DEV_IDENTITY, Identity
-from shared.settings import Settings
+from spindle.gateway.auth.jwt_verifier import JwtVerifier
+from spindle.gateway.auth.stream_tokens import StreamTokenSigner, looks_like_stream_token
+from spindle.shared.contracts.errors import Unauthorized, Unavailable
+from spindle.shared.contracts.identity import DEV_IDENTITY, Identity
+from spindle.shared.platform.settings import Settings
+from spindle.shared.store.api_keys import ApiKeyStore, key_hash, looks_like_api_key
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import jwt
 
-from shared.errors import Unauthorized
-from shared.identity import Identity
-from shared.settings import Settings
+from spindle.shared.contracts.errors import Unauthorized
+from spindle.shared.contracts.identity import Identity
+from spindle.shared.platform.settings import Settings
 
 log = logging.getLogger(__name__)
 

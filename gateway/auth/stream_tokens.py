@@ -17,7 +17,7 @@ import time
 
 import orjson
 
-from shared.identity import Identity
+from spindle.shared.contracts.identity import Identity
 
 TOKEN_PREFIX = "st1."
 

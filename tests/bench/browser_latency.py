@@ -23,9 +23,9 @@ import time
 import uuid
 from typing import Any
 
-from shared.bus import MessageBus
-from shared.messages import AgentMessageType, create_compact_message
-from shared.settings import Settings
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.contracts.messages import AgentMessageType, create_compact_message
+from spindle.shared.platform.settings import Settings
 from tests.bench.floor import redis_pubsub_latencies
 from tests.browser.chromium import CHROMIUM, CHROMIUM_ARGS
 

@@ -21,10 +21,10 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from shared.bus import MessageBus, live_channel
-from shared.bus_hub import SubscriptionHub
-from shared.messages import AgentMessageType, CompactMessage
-from spindle.processes import free_port
+from spindle.dev.processes import free_port
+from spindle.shared.bus.hub import SubscriptionHub
+from spindle.shared.bus.message_bus import MessageBus, live_channel
+from spindle.shared.contracts.messages import AgentMessageType, CompactMessage
 from tests.integration.redis_topologies import RedisTopology, redis_node, start_cluster
 
 WARMUP = 50

@@ -59,12 +59,12 @@ import httpx
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from shared.archive import RunArchive
-from shared.bus import MessageBus
-from shared.messages import AgentMessageType, create_compact_message
-from shared.run_models import GRAPH_RUN_WORKFLOW, GraphRunInput, GraphRunResult
-from shared.settings import Settings
-from shared.temporal_converter import data_converter
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.contracts.messages import AgentMessageType, create_compact_message
+from spindle.shared.contracts.runs import GRAPH_RUN_WORKFLOW, GraphRunInput, GraphRunResult
+from spindle.shared.platform.settings import Settings
+from spindle.shared.store.archive import RunArchive
+from spindle.shared.temporal.converter import data_converter
 from tests.bench.browser_latency import bench_browser_latency
 from tests.bench.floor import BareActivities, NoopBatch, bench_noop, redis_pubsub_latencies
 from tests.bench.jsonrpc import bench_jsonrpc
@@ -116,9 +116,9 @@ def chain_graph(nodes: int) -> dict[str, Any]:
 async def bench_nodes(
     client: Client, settings: Settings, nodes: int, repeat: int
 ) -> dict[str, Any]:
-    from shared.graph_spec import parse_graph
-    from worker.main import build_worker
-    from worker.tools import tool
+    from spindle.shared.graphs.structure import parse_graph
+    from spindle.worker.main import build_worker
+    from spindle.worker.tools import tool
 
     @tool(name="bench_echo")
     def bench_echo(value: int = 0) -> int:

@@ -29,9 +29,9 @@ from typing import Any
 from redis.asyncio import Redis
 from temporalio.client import Client
 
-from shared.mongo import mongo_client
-from shared.settings import Settings
-from spindle.processes import ManagedProcess
+from spindle.dev.processes import ManagedProcess
+from spindle.shared.platform.mongo import mongo_client
+from spindle.shared.platform.settings import Settings
 from tests.bench.load import (
     LoadErrors,
     RunTally,

@@ -1,6 +1,6 @@
 """The benchmark's own stack: a tuned Temporal dev server, Redis and the Mongo
 wire server on free loopback ports, plus gateway and worker processes started
-on demand (the same ``python -m gateway.main`` / ``python -m worker.main`` a
+on demand (the same ``python -m spindle.gateway.main`` / ``python -m spindle.worker.main`` a
 deployment runs).
 
 The environment turns auth off and raises the per-tenant limits: the benchmark
@@ -23,8 +23,8 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
-from spindle.embedded import mongo_wire_server, redis_server, temporal_dev_server
-from spindle.processes import ManagedProcess, free_port, python_module
+from spindle.dev.embedded import mongo_wire_server, redis_server, temporal_dev_server
+from spindle.dev.processes import ManagedProcess, free_port, python_module
 from tests.polling import eventually
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -58,7 +58,7 @@ class BenchStack:
             env["SPINDLE_TASK_QUEUE"] = task_queue
         proc = ManagedProcess(
             name,
-            python_module("gateway.main"),
+            python_module("spindle.gateway.main"),
             log_path=self.logs / f"{name}.log",
             env=env,
             cwd=REPO_ROOT,
@@ -73,7 +73,7 @@ class BenchStack:
         env = {**self.env, "SPINDLE_TASK_QUEUE": task_queue}
         proc = ManagedProcess(
             name,
-            python_module("worker.main"),
+            python_module("spindle.worker.main"),
             log_path=self.logs / f"{name}.log",
             env=env,
             cwd=REPO_ROOT,

@@ -30,12 +30,12 @@ import httpx
 from temporalio.client import Client
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
-from shared.archive import RunArchive
-from shared.bus import MessageBus
-from shared.run_models import GRAPH_RUN_WORKFLOW, GraphRunInput, GraphRunResult
-from shared.settings import Settings
-from shared.temporal_converter import data_converter
-from spindle.processes import free_port
+from spindle.dev.processes import free_port
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.contracts.runs import GRAPH_RUN_WORKFLOW, GraphRunInput, GraphRunResult
+from spindle.shared.platform.settings import Settings
+from spindle.shared.store.archive import RunArchive
+from spindle.shared.temporal.converter import data_converter
 
 
 class _Receiver(BaseHTTPRequestHandler):
@@ -94,11 +94,11 @@ async def bench_telemetry(
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    from shared.graph_spec import parse_graph
-    from shared.telemetry import temporal_interceptors
-    from worker.main import build_worker
-    from worker.metrics_server import sdk_metrics_runtime, serve_metrics
-    from worker.tools import load_tools, tool
+    from spindle.shared.graphs.structure import parse_graph
+    from spindle.shared.platform.telemetry import temporal_interceptors
+    from spindle.worker.main import build_worker
+    from spindle.worker.metrics_server import sdk_metrics_runtime, serve_metrics
+    from spindle.worker.tools import load_tools, tool
 
     if "bench_echo" not in load_tools():  # the chain's node body (as in the nodes section)
 

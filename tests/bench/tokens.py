@@ -23,14 +23,14 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from shared.bus import MessageBus
-from shared.settings import Settings
-from worker.activities.chunk_poster import ChunkPoster
-from worker.activities.models import ChatMessage, RunRef
-from worker.activities.poster import MessagePoster
-from worker.llm.base import LlmResponse, LlmStreamEvent, TextDelta
-from worker.llm.chunk_batcher import ChunkBatcher
-from worker.llm.token_relay import ChunkSink, relay_tokens
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.platform.settings import Settings
+from spindle.worker.activities.chunk_poster import ChunkPoster
+from spindle.worker.activities.poster import MessagePoster
+from spindle.worker.contracts import ChatMessage, RunRef
+from spindle.worker.llm.base import LlmResponse, LlmStreamEvent, TextDelta
+from spindle.worker.llm.chunk_batcher import ChunkBatcher
+from spindle.worker.llm.token_relay import ChunkSink, relay_tokens
 
 _PROSE = (
     "the run keeps every message in a capped list and publishes it on the channel so "

@@ -26,10 +26,10 @@ import pytest
 from playwright.async_api import Browser, Page, async_playwright, expect
 from temporalio.client import Client
 
-from shared.api_keys import ApiKeyStore
-from shared.bus import MessageBus
-from shared.settings import Settings
-from spindle.processes import free_port
+from spindle.dev.processes import free_port
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.platform.settings import Settings
+from spindle.shared.store.api_keys import ApiKeyStore
 from tests.browser.chromium import CHROMIUM, CHROMIUM_ARGS
 from tests.e2e.conftest import Caller, SpindleStack, running_stack
 

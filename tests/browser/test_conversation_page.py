@@ -14,8 +14,8 @@ import httpx
 import pytest
 from playwright.async_api import Route, expect
 
-from shared.bus import MessageBus
-from shared.messages import AgentMessageType, create_compact_message
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.contracts.messages import AgentMessageType, create_compact_message
 from tests.browser.conftest import OpenPage, start_run
 from tests.e2e.conftest import SpindleStack
 

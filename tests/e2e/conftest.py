@@ -1,7 +1,7 @@
 """End-to-end fixtures: a real worker process and a real gateway process.
 
-Both are started once per session as subprocesses (``python -m worker.main`` and
-``python -m gateway.main``) against the session's Temporal dev server, Redis
+Both are started once per session as subprocesses (``python -m spindle.worker.main`` and
+``python -m spindle.gateway.main``) against the session's Temporal dev server, Redis
 and Mongo wire server, on a task queue and database of their own. Tests talk
 to the gateway over HTTP only. The worker can be SIGKILLed and restarted by a
 test (``stack.kill_worker()`` / ``await stack.restart_worker()``).
@@ -30,9 +30,9 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
-from shared.api_keys import ApiKeyStore
-from shared.settings import Settings
-from spindle.processes import ManagedProcess, free_port, python_module
+from spindle.dev.processes import ManagedProcess, free_port, python_module
+from spindle.shared.platform.settings import Settings
+from spindle.shared.store.api_keys import ApiKeyStore
 from tests.polling import eventually
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -87,7 +87,7 @@ def start_gateway(settings: Settings, name: str, logs: Path) -> ManagedProcess:
     base = f"http://127.0.0.1:{settings.gateway_port}"
     return ManagedProcess(
         name,
-        python_module("gateway.main"),
+        python_module("spindle.gateway.main"),
         log_path=logs / f"{name.replace(' ', '-')}.log",
         env=subprocess_env(settings),
         cwd=REPO_ROOT,
@@ -247,11 +247,15 @@ async def running_stack(
     env = subprocess_env(settings) | (extra_env or {})
     base = f"http://{settings.gateway_host}:{settings.gateway_port}"
     worker = ManagedProcess(
-        "worker", python_module("worker.main"), log_path=logs / "worker.log", env=env, cwd=REPO_ROOT
+        "worker",
+        python_module("spindle.worker.main"),
+        log_path=logs / "worker.log",
+        env=env,
+        cwd=REPO_ROOT,
     )
     gateway = ManagedProcess(
         "gateway",
-        python_module("gateway.main"),
+        python_module("spindle.gateway.main"),
         log_path=logs / "gateway.log",
         env=env,
         cwd=REPO_ROOT,

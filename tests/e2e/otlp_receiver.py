@@ -16,7 +16,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from spindle.processes import free_port
+from spindle.dev.processes import free_port
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import orjson
 
-from shared.messages import AgentMessageType as T
+from spindle.shared.contracts.messages import AgentMessageType as T
 from tests.e2e.sse_client import SseEvent
 from tests.polling import eventually
 

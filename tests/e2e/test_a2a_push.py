@@ -20,7 +20,7 @@ from a2a.types import (
 )
 from a2a.utils.errors import TaskNotFoundError
 
-from gateway.a2a.push_watch import WATCH_KEY
+from spindle.gateway.protocols.a2a.push_watch import WATCH_KEY
 from tests.callback_receiver import CallbackReceiver, callback_receiver
 from tests.e2e.conftest import Caller, SpindleStack
 from tests.e2e.test_a2a import a2a_client, rpc, send_blocking, user_message

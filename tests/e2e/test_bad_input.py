@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from gateway.body_limit import MAX_JSON_DEPTH
+from spindle.gateway.http.body_limit import MAX_JSON_DEPTH
 from tests.e2e.conftest import SpindleStack, example_graph
 from tests.e2e.run_driver import T, answer, start, updates, wait_for_status
 

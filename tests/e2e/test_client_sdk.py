@@ -1,6 +1,6 @@
 """The Python client SDK against the real gateway of the e2e stack.
 
-What a user of ``shared.client`` relies on: a run started, streamed and
+What a user of ``spindle.client`` relies on: a run started, streamed and
 answered through the SDK (async and sync), each message once and in order
 even when messages arrive exactly between the two phases of the stream, files
 uploaded, workstreams launched and steered, errors typed.
@@ -21,8 +21,7 @@ from pathlib import Path
 import jwt
 import pytest
 
-from shared.bus import MessageBus
-from shared.client import (
+from spindle.client import (
     AgentMessageType,
     AsyncSpindleClient,
     ClientConfig,
@@ -33,8 +32,9 @@ from shared.client import (
     UnauthorizedError,
     ValidationError,
 )
-from shared.messages import create_compact_message
-from shared.settings import Settings
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.contracts.messages import create_compact_message
+from spindle.shared.platform.settings import Settings
 from tests.e2e.conftest import (
     E2E_JWT_AUDIENCE,
     E2E_JWT_ISSUER,

@@ -10,16 +10,16 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from shared.bus import MessageBus
-from shared.client import (
+from spindle.client import (
     AgentMessageType,
     AsyncSpindleClient,
     BackoffPolicy,
     ClientConfig,
     StreamedMessage,
 )
-from shared.settings import Settings
-from spindle.processes import ManagedProcess, free_port
+from spindle.dev.processes import ManagedProcess, free_port
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.platform.settings import Settings
 from tests.e2e.conftest import Caller, SpindleStack, start_gateway
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(120)]

@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from shared.settings import Settings
-from spindle.processes import free_port
+from spindle.dev.processes import free_port
+from spindle.shared.platform.settings import Settings
 from tests.e2e.conftest import Caller, start_gateway
 
 pytestmark = pytest.mark.e2e

@@ -11,7 +11,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from shared.file_store import FileStore
+from spindle.shared.store.file_store import FileStore
 from tests.e2e.conftest import SpindleStack
 from tests.e2e.run_driver import start
 

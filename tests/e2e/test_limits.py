@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
-from shared.api_keys import ApiKeyStore
-from shared.settings import Settings
-from spindle.processes import free_port
+from spindle.dev.processes import free_port
+from spindle.shared.platform.settings import Settings
+from spindle.shared.store.api_keys import ApiKeyStore
 from tests.e2e.conftest import SpindleStack, example_graph, start_gateway
 from tests.e2e.run_driver import wait_for_status
 from tests.e2e.sse_client import open_sse

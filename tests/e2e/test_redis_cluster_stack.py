@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from shared.settings import Settings
-from spindle.processes import free_port
+from spindle.dev.processes import free_port
+from spindle.shared.platform.settings import Settings
 from tests.e2e.conftest import Caller, SpindleStack, client_for, example_graph, running_stack
 from tests.e2e.run_driver import T, answer, assert_contiguous, start, updates
 from tests.e2e.sse_client import open_sse

@@ -10,7 +10,7 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
-from spindle.processes import wait_until
+from spindle.dev.processes import wait_until
 from tests.e2e.run_driver import T, answer, assert_contiguous, start, updates, wait_for_status
 from tests.e2e.sse_client import SseEvent, open_sse
 

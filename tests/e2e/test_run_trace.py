@@ -18,8 +18,8 @@ import pytest
 from pymongo import AsyncMongoClient
 from temporalio.client import Client
 
-from shared.settings import Settings
-from spindle.processes import free_port
+from spindle.dev.processes import free_port
+from spindle.shared.platform.settings import Settings
 from tests.e2e.conftest import example_graph, running_stack
 from tests.e2e.otlp_receiver import Received, ReceivedSpan, otlp_trace_receiver
 from tests.polling import eventually

@@ -30,8 +30,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from shared.settings import Settings
-from spindle.processes import ManagedProcess, bin_path, free_port, python_module
+from spindle.dev.processes import ManagedProcess, bin_path, free_port, python_module
+from spindle.shared.platform.settings import Settings
 from tests.e2e.conftest import (
     REPO_ROOT,
     Caller,
@@ -86,7 +86,7 @@ async def scale_out(
     workers = [
         ManagedProcess(
             f"worker-{n}",
-            python_module("worker.main"),
+            python_module("spindle.worker.main"),
             log_path=logs / f"worker-{n}.log",
             env=subprocess_env(settings),
             cwd=REPO_ROOT,

@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from spindle.processes import bin_path
+from spindle.dev.processes import bin_path
 from tests.e2e.conftest import SpindleStack
 
 pytestmark = pytest.mark.e2e

@@ -38,7 +38,7 @@ PUBLIC = {
     ("GET", "/readyz"),
     ("GET", "/metrics"),  # Prometheus scrape: counts only, no tenant data
     ("GET", "/graphs/schema"),
-    # The A2A agent card (gateway/a2a/agent_card.py): discovery is public by design.
+    # The A2A agent card (gateway/protocols/a2a/agent_card.py): discovery is public by design.
     ("GET", "/.well-known/agent-card.json"),
     ("GET", "/.well-known/agent-card"),
     ("GET", "/.well-known/agent.json"),
@@ -274,7 +274,7 @@ async def test_a_jwt_of_the_tenant_reads_its_runs(
 
 
 async def test_a_revoked_key_stops_working(stack: SpindleStack, as_: Any) -> None:
-    from shared.api_keys import ApiKeyStore
+    from spindle.shared.store.api_keys import ApiKeyStore
 
     keys = ApiKeyStore.from_settings(stack.settings)
     try:

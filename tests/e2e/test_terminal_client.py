@@ -14,13 +14,13 @@ from collections.abc import AsyncIterator, Iterator
 import pexpect
 import pytest
 
-from shared.bus import MessageBus
-from shared.client import AsyncSpindleClient, ClientConfig
-from shared.messages import AgentMessageType as T
-from shared.messages import create_compact_message
-from shared.settings import Settings
-from spindle.chat_view import STYLES
-from spindle.processes import bin_path
+from spindle.cli.chat.view import STYLES
+from spindle.client import AsyncSpindleClient, ClientConfig
+from spindle.dev.processes import bin_path
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.contracts.messages import AgentMessageType as T
+from spindle.shared.contracts.messages import create_compact_message
+from spindle.shared.platform.settings import Settings
 from tests.e2e.conftest import Caller, SpindleStack
 from tests.polling import eventually
 from tests.unit.test_client_terminal_view import screen

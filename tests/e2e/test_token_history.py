@@ -13,10 +13,10 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from shared.bus import MessageBus
-from shared.messages import AgentMessageType as T
-from shared.messages import create_compact_message
-from shared.settings import Settings
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.contracts.messages import AgentMessageType as T
+from spindle.shared.contracts.messages import create_compact_message
+from spindle.shared.platform.settings import Settings
 from tests.e2e.run_driver import answer, start, updates, wait_for_status
 
 pytestmark = pytest.mark.e2e

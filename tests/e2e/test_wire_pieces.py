@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.access_log import redact_query
-from gateway.event_stream import frame
-from gateway.routes.history import accepts_gzip
+from spindle.gateway.api.routes.history import accepts_gzip
+from spindle.gateway.http.access_log import redact_query
+from spindle.gateway.streams.sse import frame
 from tests.e2e.sse_client import SseComment, SseEvent, SseParser
 
 pytestmark = pytest.mark.unit

@@ -24,9 +24,9 @@ import pytest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from shared.settings import Settings
-from spindle.embedded import TemporalDevServer, mongo_wire_server, temporal_dev_server
-from spindle.processes import ManagedProcess, free_port, port_open
+from spindle.dev.embedded import TemporalDevServer, mongo_wire_server, temporal_dev_server
+from spindle.dev.processes import ManagedProcess, free_port, port_open
+from spindle.shared.platform.settings import Settings
 from tests.e2e.conftest import SpindleStack, example_graph, running_stack
 from tests.e2e.sse_client import SseConnection, SseEvent, StreamEnded, open_sse
 from tests.polling import eventually

@@ -16,8 +16,11 @@ import pytest
 import redis.asyncio as aioredis
 from pymongo import AsyncMongoClient
 
-from shared.archive import RunArchive
-from shared.archive_outbox import (
+from spindle.dev.processes import free_port
+from spindle.shared.bus.message_bus import StoredMessage
+from spindle.shared.contracts.runs import NodeReport, NodeStatus
+from spindle.shared.store.archive import RunArchive
+from spindle.worker.archive_outbox import (
     ArchiveCatchUp,
     ArchiveOperation,
     ArchiveOutbox,
@@ -27,9 +30,6 @@ from shared.archive_outbox import (
     archive_write,
     attach_outbox,
 )
-from shared.bus import StoredMessage
-from shared.run_models import NodeReport, NodeStatus
-from spindle.processes import free_port
 from tests.polling import eventually
 
 pytestmark = pytest.mark.integration

@@ -30,8 +30,8 @@ import orjson
 import pytest
 from temporalio.client import Client
 
-from shared.settings import Settings
-from spindle.processes import ManagedProcess, free_port, python_module
+from spindle.dev.processes import ManagedProcess, free_port, python_module
+from spindle.shared.platform.settings import Settings
 from tests.e2e.conftest import REPO_ROOT, _healthy, subprocess_env, wait_for_worker
 from tests.e2e.run_driver import T, answer, assert_contiguous, start, updates, wait_for_status
 from tests.e2e.sse_client import SseComment, StreamEnded, open_sse
@@ -112,7 +112,7 @@ class DrainStack:
     def worker(self, name: str) -> ManagedProcess:
         return ManagedProcess(
             name,
-            python_module("worker.main"),
+            python_module("spindle.worker.main"),
             log_path=self.logs / f"{name}.log",
             env=self.env,
             cwd=REPO_ROOT,
@@ -131,7 +131,7 @@ class DrainStack:
 def gateway_process(name: str, port: int, env: dict[str, str], logs: Path) -> ManagedProcess:
     return ManagedProcess(
         name,
-        python_module("gateway.main"),
+        python_module("spindle.gateway.main"),
         log_path=logs / f"{name}.log",
         env={**env, "SPINDLE_GATEWAY_PORT": str(port)},
         cwd=REPO_ROOT,

@@ -11,10 +11,10 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
-from shared.bus import MessageBus
-from shared.messages import AgentMessageType
-from worker.activities.models import RunRef
-from worker.activities.poster import MessagePoster
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.contracts.messages import AgentMessageType
+from spindle.worker.activities.poster import MessagePoster
+from spindle.worker.contracts import RunRef
 
 pytestmark = pytest.mark.integration
 

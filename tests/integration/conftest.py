@@ -19,10 +19,10 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 from pymongo import AsyncMongoClient
 
-from shared.archive import RunArchive
-from shared.bus import MessageBus
-from shared.bus_hub import SubscriptionHub
-from shared.redis_connect import RedisClient
+from spindle.shared.bus.hub import SubscriptionHub
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.platform.redis_connect import RedisClient
+from spindle.shared.store.archive import RunArchive
 from tests.integration.redis_topologies import TOPOLOGIES, RedisTopology
 from tests.polling import eventually
 

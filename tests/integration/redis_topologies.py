@@ -23,9 +23,9 @@ import redis.asyncio as aioredis
 from redis.asyncio.client import PubSub
 from redis.crc import key_slot
 
-from shared.redis_connect import RedisClient, connect_redis
-from spindle.embedded import redis_server
-from spindle.processes import ManagedProcess, free_port, port_open, wait_until
+from spindle.dev.embedded import redis_server
+from spindle.dev.processes import ManagedProcess, free_port, port_open, wait_until
+from spindle.shared.platform.redis_connect import RedisClient, connect_redis
 
 HOST = "127.0.0.1"
 SLOTS = 16384
@@ -150,7 +150,7 @@ def start_cluster(data_dir: Path, ports: list[int]) -> tuple[list[ManagedProcess
     join them and wait until every node agrees the cluster is ok.
 
     Raises:
-        spindle.processes.ProcessFailed: a node did not start or the cluster did
+        spindle.dev.processes.ProcessFailed: a node did not start or the cluster did
             not form in time (the processes are stopped).
     """
     bus_ports = [free_port() for _ in ports]

@@ -20,19 +20,18 @@ import pytest
 from pymongo import AsyncMongoClient
 from temporalio.exceptions import ApplicationError
 
-from shared.archive import RunArchive, RunRecord
-from shared.bus import MessageBus
-from shared.graph_spec import NodeSpec
-from shared.messages import AgentMessageType as T
-from shared.run_models import NodeStatus, PendingInput, RunStatus, UserInput
-from shared.settings import Settings
-from spindle.processes import free_port
-from tests.integration.activity_env import env
-from tests.polling import eventually
-from worker.activities.agent import AgentActivities, tool_message
-from worker.activities.hitl import HitlActivities
-from worker.activities.lifecycle import LifecycleActivities
-from worker.activities.models import (
+from spindle.dev.processes import free_port
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.contracts.graph_spec import NodeSpec
+from spindle.shared.contracts.messages import AgentMessageType as T
+from spindle.shared.contracts.runs import NodeStatus, PendingInput, RunStatus, UserInput
+from spindle.shared.platform.settings import Settings
+from spindle.shared.store.archive import RunArchive, RunRecord
+from spindle.worker.activities.agent import AgentActivities, tool_message
+from spindle.worker.activities.hitl import HitlActivities
+from spindle.worker.activities.lifecycle import LifecycleActivities
+from spindle.worker.activities.nodes import NodeActivities
+from spindle.worker.contracts import (
     InputAcceptance,
     InputRequest,
     LlmTurnInput,
@@ -43,9 +42,10 @@ from worker.activities.models import (
     ToolCall,
     ToolCallInput,
 )
-from worker.activities.nodes import NodeActivities
-from worker.llm.offline import OfflineProvider
-from worker.registry import NodeContext, NodeResult, node_type
+from spindle.worker.llm.offline import OfflineProvider
+from spindle.worker.registry import NodeContext, NodeResult, node_type
+from tests.integration.activity_env import env
+from tests.polling import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -191,7 +191,7 @@ async def test_legacy_raw_outputs_are_wrapped_with_a_deprecation_warning(
     run = new_run()
     acts = NodeActivities(bus, archive)
     ex = execution(run, {"id": "up", "type": "test_legacy_upper"}, _previous="quiet")
-    with caplog.at_level(logging.WARNING, logger="worker.activities.nodes"):
+    with caplog.at_level(logging.WARNING, logger="spindle.worker.activities.nodes"):
         outcome = await env("up.1").run(acts.execute_node, ex)
     assert outcome.output == "QUIET"
     assert any("deprecated" in r.getMessage() and "up" in r.getMessage() for r in caplog.records)

@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from shared.api_keys import ApiKeyStore
-from shared.errors import NotFound, ValidationFailed
-from shared.settings import Settings
+from spindle.shared.contracts.errors import NotFound, ValidationFailed
+from spindle.shared.platform.settings import Settings
+from spindle.shared.store.api_keys import ApiKeyStore
 from tests.cli_runner import run_spindle
 
 pytestmark = pytest.mark.integration

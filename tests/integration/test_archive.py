@@ -8,12 +8,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shared.archive import RunArchive, RunRecord, message_id
-from shared.bus import StoredMessage
-from shared.catalog import Catalog, NodeTypeInfo, ToolInfo
-from shared.graph_spec import EdgeSpec, GraphSpec, NodeSpec
-from shared.run_models import NodeReport, NodeStatus, RunStatus
-from shared.settings import Settings
+from spindle.shared.bus.message_bus import StoredMessage
+from spindle.shared.contracts.graph_spec import EdgeSpec, GraphSpec, NodeSpec
+from spindle.shared.contracts.runs import NodeReport, NodeStatus, RunStatus
+from spindle.shared.graphs.catalog import Catalog, NodeTypeInfo, ToolInfo
+from spindle.shared.platform.settings import Settings
+from spindle.shared.store.archive import RunArchive, RunRecord, message_id
 
 pytestmark = pytest.mark.integration
 

@@ -9,11 +9,11 @@ from datetime import timedelta
 
 import pytest
 
-from shared.archive import RunArchive, RunRecord, utcnow
-from shared.bus import StoredMessage
-from shared.run_models import NodeReport, NodeStatus
-from shared.run_trace_archive import TraceEntry, run_trace, save_trace
-from shared.settings import Settings
+from spindle.shared.bus.message_bus import StoredMessage
+from spindle.shared.contracts.runs import NodeReport, NodeStatus
+from spindle.shared.platform.settings import Settings
+from spindle.shared.store.archive import RunArchive, RunRecord, utcnow
+from spindle.shared.store.run_trace import TraceEntry, run_trace, save_trace
 from tests.cli_runner import run_spindle
 
 pytestmark = pytest.mark.integration

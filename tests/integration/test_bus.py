@@ -14,10 +14,20 @@ import pytest
 import redis.asyncio as aioredis
 from redis.crc import key_slot
 
-from shared.bus import KEY_PARTS, MessageBus, live_channel, stored_ts, stream_key
-from shared.messages import AgentMessageType, CompactMessage, create_compact_message
-from shared.redis_connect import RedisClient
-from shared.settings import Settings
+from spindle.shared.bus.message_bus import (
+    KEY_PARTS,
+    MessageBus,
+    live_channel,
+    stored_ts,
+    stream_key,
+)
+from spindle.shared.contracts.messages import (
+    AgentMessageType,
+    CompactMessage,
+    create_compact_message,
+)
+from spindle.shared.platform.redis_connect import RedisClient
+from spindle.shared.platform.settings import Settings
 from tests.integration.redis_topologies import RedisTopology
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis_topologies]
@@ -342,7 +352,7 @@ async def test_ping_is_false_when_redis_is_unreachable() -> None:
     from redis.asyncio.retry import Retry
     from redis.backoff import NoBackoff
 
-    from spindle.processes import free_port
+    from spindle.dev.processes import free_port
 
     dead = MessageBus(
         aioredis.Redis(

@@ -14,10 +14,10 @@ import pytest
 import redis.asyncio as aioredis
 from redis.crc import key_slot
 
-from shared.bus import MessageBus, live_channel
-from shared.bus_hub import Subscription, SubscriptionHub, SubscriptionLost
-from shared.messages import AgentMessageType, CompactMessage
-from shared.redis_connect import RedisClient
+from spindle.shared.bus.hub import Subscription, SubscriptionHub, SubscriptionLost
+from spindle.shared.bus.message_bus import MessageBus, live_channel
+from spindle.shared.contracts.messages import AgentMessageType, CompactMessage
+from spindle.shared.platform.redis_connect import RedisClient
 from tests.integration.conftest import eventually
 from tests.integration.redis_topologies import RedisTopology, move_slot
 
@@ -274,7 +274,7 @@ async def _checks(hub: SubscriptionHub, at_least: int) -> bool:
 
 
 async def test_subscribing_without_redis_fails_fast_with_subscription_lost(stream_id: str) -> None:
-    from spindle.processes import free_port
+    from spindle.dev.processes import free_port
 
     client = aioredis.Redis(host="127.0.0.1", port=free_port(), socket_connect_timeout=0.2)
     unreachable = SubscriptionHub(client, confirm_timeout=0.2)

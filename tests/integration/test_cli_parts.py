@@ -19,8 +19,8 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
-from shared.settings import Settings
-from spindle.processes import ManagedProcess, bin_path, free_port, wait_until
+from spindle.dev.processes import ManagedProcess, bin_path, free_port, wait_until
+from spindle.shared.platform.settings import Settings
 from tests.polling import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -70,7 +70,11 @@ async def test_spindle_worker_polls_its_task_queue_and_stops_on_sigterm(
         return any(p.identity.startswith(f"{worker.pid}@") for p in pollers)
 
     await eventually(
-        polling, what=f"spindle worker polls {queue}", timeout=60, interval=0.1, alive=worker.alive
+        polling,
+        what=f"spindle worker polls {queue}",
+        timeout=60,
+        interval=0.1,
+        alive=worker.alive,
     )
 
     code = await asyncio.to_thread(stop_with_sigterm, worker)

@@ -15,16 +15,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from spindle.dev_config import PORT_OPTIONS
-from spindle.processes import bin_path, free_port, wait_until
-from worker.examples import load_examples
+from spindle.dev.config import PORT_OPTIONS
+from spindle.dev.processes import bin_path, free_port, wait_until
+from spindle.worker.examples import load_examples
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
 
 START_TIMEOUT = 150.0
 STOP_TIMEOUT = 60.0
 # The parts spindle dev starts, as they appear in their command lines.
-PARTS = ("temporal", "redis-server", "nx-27017", "worker.main", "gateway.main")
+PARTS = ("temporal", "redis-server", "nx-27017", "spindle.worker.main", "spindle.gateway.main")
 
 
 def process_alive(pid: int) -> bool:
@@ -212,7 +212,7 @@ def test_spindle_dev_stops_everything_and_shows_the_log_when_a_part_dies(
 ) -> None:
     dev_run.wait_ready()
     children = started_parts(dev_run)
-    worker_pid = next(pid for pid, cmd in children.items() if "worker.main" in cmd)
+    worker_pid = next(pid for pid, cmd in children.items() if "spindle.worker.main" in cmd)
 
     os.kill(worker_pid, signal.SIGKILL)
 

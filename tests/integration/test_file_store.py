@@ -13,9 +13,14 @@ from collections.abc import AsyncIterator
 import pytest
 from pymongo import AsyncMongoClient
 
-from shared.chunked_blobs import CHUNK_SIZE
-from shared.errors import NotFound, PayloadTooLarge, ValidationFailed
-from shared.file_store import FileStore, StoredFile, safe_artifact_path, safe_file_name
+from spindle.shared.contracts.errors import NotFound, PayloadTooLarge, ValidationFailed
+from spindle.shared.store.chunked_blobs import CHUNK_SIZE
+from spindle.shared.store.file_store import (
+    FileStore,
+    StoredFile,
+    safe_artifact_path,
+    safe_file_name,
+)
 
 pytestmark = pytest.mark.integration
 

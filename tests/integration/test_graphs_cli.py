@@ -10,8 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from shared.graph_spec import parse_graph
-from spindle.processes import free_port
+from spindle.dev.processes import free_port
+from spindle.shared.graphs.structure import parse_graph
 from tests.cli_runner import run_spindle
 
 pytestmark = pytest.mark.integration

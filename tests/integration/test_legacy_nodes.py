@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from shared.archive import RunArchive
-from shared.bus import MessageBus
-from shared.graph_spec import NodeSpec
-from shared.run_models import NodeStatus
-from shared.settings import Settings
-from worker.activities.models import NodeExecution, RunRef
-from worker.activities.nodes import NodeActivities
-from worker.registry import NodeContext, node_type
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.contracts.graph_spec import NodeSpec
+from spindle.shared.contracts.runs import NodeStatus
+from spindle.shared.platform.settings import Settings
+from spindle.shared.store.archive import RunArchive
+from spindle.worker.activities.nodes import NodeActivities
+from spindle.worker.contracts import NodeExecution, RunRef
+from spindle.worker.registry import NodeContext, node_type
 
 pytestmark = pytest.mark.integration
 
@@ -76,7 +76,7 @@ async def test_bare_values_are_wrapped_with_one_deprecation_warning_per_type(
 ) -> None:
     bus, archive = io
     acts = NodeActivities(bus, archive)
-    caplog.set_level(logging.WARNING, logger="worker.activities.nodes")
+    caplog.set_level(logging.WARNING, logger="spindle.worker.activities.nodes")
 
     first = execution("d", DICT_TYPE, {"q": 1})
     with pytest.warns(DeprecationWarning, match=DICT_TYPE):

@@ -1,4 +1,4 @@
-"""The Prometheus metrics (``shared.metrics``) move when runs, nodes, prompts and
+"""The Prometheus metrics (``spindle.shared.platform.metrics``) move when runs, nodes, prompts and
 streams do, and the worker serves them (ours and the Temporal SDK's) over HTTP.
 
 The registry is process-wide, so every check compares values before and after.
@@ -16,24 +16,24 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
-from shared import metrics
-from shared.bus import MessageBus
-from shared.graph_spec import NodeSpec
-from shared.run_models import NodeStatus, PendingInput, RunStatus, UserInput
-from shared.settings import Settings
-from spindle.embedded import TemporalDevServer
-from spindle.processes import free_port
-from worker.activities.hitl import HitlActivities
-from worker.activities.lifecycle import LifecycleActivities
-from worker.activities.models import (
+from spindle.dev.embedded import TemporalDevServer
+from spindle.dev.processes import free_port
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.contracts.graph_spec import NodeSpec
+from spindle.shared.contracts.runs import NodeStatus, PendingInput, RunStatus, UserInput
+from spindle.shared.platform import metrics
+from spindle.shared.platform.settings import Settings
+from spindle.worker.activities.hitl import HitlActivities
+from spindle.worker.activities.lifecycle import LifecycleActivities
+from spindle.worker.activities.recorder import RunRecorder, build_report
+from spindle.worker.contracts import (
     InputAcceptance,
     InputRequest,
     NodeExecution,
     RunFinish,
     RunRef,
 )
-from worker.activities.recorder import RunRecorder, build_report
-from worker.metrics_server import sdk_metrics_runtime, serve_metrics
+from spindle.worker.metrics_server import sdk_metrics_runtime, serve_metrics
 
 pytestmark = pytest.mark.integration
 

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from pymongo import monitoring
 
-from shared.archive import RunArchive
-from shared.bus import StoredMessage
-from shared.mongo import WRITE_CONCERN_MS, mongo_client
-from shared.settings import Settings
-from shared.task_models import Task, new_task_id
-from shared.task_store import TaskStore
+from spindle.shared.bus.message_bus import StoredMessage
+from spindle.shared.contracts.tasks import Task, new_task_id
+from spindle.shared.platform.mongo import WRITE_CONCERN_MS, mongo_client
+from spindle.shared.platform.settings import Settings
+from spindle.shared.store.archive import RunArchive
+from spindle.shared.tasks.store import TaskStore
 
 pytestmark = pytest.mark.integration
 

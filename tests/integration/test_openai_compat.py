@@ -26,14 +26,13 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from temporalio.testing import ActivityEnvironment
 
-from shared.bus import MessageBus
-from shared.graph_spec import NodeSpec
-from shared.messages import AgentMessageType as T
-from spindle.processes import free_port
-from tests.polling import eventually
-from worker.activities.agent import AgentActivities
-from worker.activities.models import ChatMessage, LlmTurnInput, NodeExecution, RunRef, ToolCall
-from worker.llm.base import (
+from spindle.dev.processes import free_port
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.contracts.graph_spec import NodeSpec
+from spindle.shared.contracts.messages import AgentMessageType as T
+from spindle.worker.activities.agent import AgentActivities
+from spindle.worker.contracts import ChatMessage, LlmTurnInput, NodeExecution, RunRef, ToolCall
+from spindle.worker.llm.base import (
     LlmAuthenticationError,
     LlmRequest,
     LlmRequestRejected,
@@ -42,7 +41,8 @@ from worker.llm.base import (
     ToolCallDelta,
     ToolSpec,
 )
-from worker.llm.openai_compat import OpenAICompatProvider
+from spindle.worker.llm.openai_compat import OpenAICompatProvider
+from tests.polling import eventually
 
 pytestmark = pytest.mark.integration
 

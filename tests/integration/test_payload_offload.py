@@ -18,10 +18,17 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from shared.archive import RunArchive
-from shared.bus import MessageBus
-from shared.graph_spec import GraphSpec, NodeSpec
-from shared.payload_offload import (
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.contracts.graph_spec import GraphSpec, NodeSpec
+from spindle.shared.contracts.runs import (
+    GRAPH_RUN_WORKFLOW,
+    GraphRunInput,
+    GraphRunResult,
+    RunStatus,
+)
+from spindle.shared.platform.settings import Settings
+from spindle.shared.store.archive import RunArchive
+from spindle.shared.temporal.payload_offload import (
     CHUNKS_COLLECTION,
     OFFLOADED_ENCODING,
     PAYLOADS_COLLECTION,
@@ -29,9 +36,7 @@ from shared.payload_offload import (
     OffloadingPayloadCodec,
     reference_payload,
 )
-from shared.run_models import GRAPH_RUN_WORKFLOW, GraphRunInput, GraphRunResult, RunStatus
-from shared.settings import Settings
-from worker.main import build_worker
+from spindle.worker.main import build_worker
 
 pytestmark = pytest.mark.integration
 

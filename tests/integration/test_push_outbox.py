@@ -8,11 +8,11 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
-from shared import push_notifications
-from shared.errors import ValidationFailed
-from shared.push_notifications import DEAD_KEY, DUE_KEY, PushConfig, PushOutbox, push_config_of
-from shared.task_events import TaskEvent, status_event
-from shared.task_models import new_task_id
+from spindle.shared.contracts.errors import ValidationFailed
+from spindle.shared.contracts.tasks import new_task_id
+from spindle.shared.tasks import push as push_notifications
+from spindle.shared.tasks.events import TaskEvent, status_event
+from spindle.shared.tasks.push import DEAD_KEY, DUE_KEY, PushConfig, PushOutbox, push_config_of
 from tests.callback_receiver import callback_receiver
 from tests.polling import eventually
 

@@ -12,12 +12,12 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from gateway.limits import TenantLimits
-from shared.errors import RateLimited
-from shared.rate_limits import RateLimiter, rate_limit_key
-from shared.redis_connect import RedisClient
-from shared.settings import Settings
-from spindle.processes import free_port
+from spindle.dev.processes import free_port
+from spindle.gateway.limits.rate_limits import RateLimiter, rate_limit_key
+from spindle.gateway.limits.tenant_limits import TenantLimits
+from spindle.shared.contracts.errors import RateLimited
+from spindle.shared.platform.redis_connect import RedisClient
+from spindle.shared.platform.settings import Settings
 from tests.polling import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis_topologies]

@@ -13,14 +13,14 @@ import uuid
 import httpx
 import pytest
 
-from shared.archive import RunArchive
-from shared.archive_outbox import ArchiveOutbox, SaveMessages
-from shared.bus import StoredMessage
-from shared.bus_hub import SubscriptionHub
-from shared.push_notifications import PushConfig, PushOutbox
-from shared.redis_connect import RedisClient
-from shared.task_events import TaskEventLog, events_stream_id, status_event
-from shared.task_models import new_task_id
+from spindle.shared.bus.hub import SubscriptionHub
+from spindle.shared.bus.message_bus import StoredMessage
+from spindle.shared.contracts.tasks import new_task_id
+from spindle.shared.platform.redis_connect import RedisClient
+from spindle.shared.store.archive import RunArchive
+from spindle.shared.tasks.events import TaskEventLog, events_stream_id, status_event
+from spindle.shared.tasks.push import PushConfig, PushOutbox
+from spindle.worker.archive_outbox import ArchiveOutbox, SaveMessages
 from tests.callback_receiver import callback_receiver
 from tests.polling import eventually
 

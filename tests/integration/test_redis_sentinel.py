@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from shared.bus import MessageBus
-from shared.bus_hub import SubscriptionHub, SubscriptionLost
-from shared.messages import AgentMessageType, CompactMessage
-from shared.settings import Settings
-from spindle.processes import free_port
+from spindle.dev.processes import free_port
+from spindle.shared.bus.hub import SubscriptionHub, SubscriptionLost
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.contracts.messages import AgentMessageType, CompactMessage
+from spindle.shared.platform.settings import Settings
 from tests.integration.redis_topologies import (
     HOST,
     SentinelSetup,

@@ -14,14 +14,19 @@ from temporalio import workflow
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from shared.archive import RunArchive
-from shared.bus import MessageBus
-from shared.run_models import GRAPH_RUN_WORKFLOW, GraphRunInput, GraphRunResult, RunStatus
-from shared.settings import Settings
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.contracts.runs import (
+    GRAPH_RUN_WORKFLOW,
+    GraphRunInput,
+    GraphRunResult,
+    RunStatus,
+)
+from spindle.shared.platform.settings import Settings
+from spindle.shared.store.archive import RunArchive
+from spindle.worker.examples import load_examples
+from spindle.worker.main import build_worker
+from spindle.worker.replay import record_history
 from tests.cli_runner import run_spindle
-from worker.examples import load_examples
-from worker.main import build_worker
-from worker.replay import record_history
 
 pytestmark = pytest.mark.integration
 

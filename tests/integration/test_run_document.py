@@ -19,10 +19,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from temporalio.client import Client, WorkflowHandle
 
-from shared.archive import RunArchive
-from shared.bus import MessageBus
-from shared.graph_spec import parse_graph
-from shared.run_models import (
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.contracts.runs import (
     GRAPH_RUN_WORKFLOW,
     USER_INPUT_UPDATE,
     GraphRunInput,
@@ -31,12 +29,14 @@ from shared.run_models import (
     SignalAck,
     UserInput,
 )
-from shared.run_trace_archive import run_trace
-from shared.settings import Settings
+from spindle.shared.graphs.structure import parse_graph
+from spindle.shared.platform.settings import Settings
+from spindle.shared.store.archive import RunArchive
+from spindle.shared.store.run_trace import run_trace
+from spindle.worker.examples import load_example
+from spindle.worker.main import build_worker
 from tests.integration.traced_temporal import named, traced_temporal_client
 from tests.polling import eventually
-from worker.examples import load_example
-from worker.main import build_worker
 
 pytestmark = pytest.mark.integration
 

@@ -9,11 +9,10 @@ from typing import Any
 
 import pytest
 
-from shared.archive import RunArchive, RunRecord
-from shared.archive_outbox import QueuedOp, SaveMessages
-from shared.bus import StoredMessage
-from shared.run_models import NodeReport, NodeStatus, RunStatus
-from shared.run_trace_archive import (
+from spindle.shared.bus.message_bus import StoredMessage
+from spindle.shared.contracts.runs import NodeReport, NodeStatus, RunStatus
+from spindle.shared.store.archive import RunArchive, RunRecord
+from spindle.shared.store.run_trace import (
     NodeFinished,
     NodeStarted,
     TraceEntry,
@@ -23,6 +22,7 @@ from shared.run_trace_archive import (
     run_trace,
     run_traceparent,
 )
+from spindle.worker.archive_outbox import QueuedOp, SaveMessages
 
 pytestmark = pytest.mark.integration
 

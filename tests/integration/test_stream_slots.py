@@ -14,16 +14,16 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from starlette.types import Message, Scope
 
-from gateway.event_stream import EventStreamResponse, RunEventStream, StreamCursor
-from gateway.limits import StreamLease, TenantLimits
-from shared.bus import MessageBus, StoredMessage
-from shared.bus_hub import SubscriptionHub
-from shared.errors import RateLimited, Unavailable
-from shared.messages import AgentMessageType, CompactMessage
-from shared.redis_connect import RedisClient
-from shared.settings import Settings
-from shared.stream_slots import StreamSlots, stream_slots_key
-from spindle.processes import free_port
+from spindle.dev.processes import free_port
+from spindle.gateway.limits.stream_slots import StreamSlots, stream_slots_key
+from spindle.gateway.limits.tenant_limits import StreamLease, TenantLimits
+from spindle.gateway.streams.sse import EventStreamResponse, RunEventStream, StreamCursor
+from spindle.shared.bus.hub import SubscriptionHub
+from spindle.shared.bus.message_bus import MessageBus, StoredMessage
+from spindle.shared.contracts.errors import RateLimited, Unavailable
+from spindle.shared.contracts.messages import AgentMessageType, CompactMessage
+from spindle.shared.platform.redis_connect import RedisClient
+from spindle.shared.platform.settings import Settings
 from tests.polling import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis_topologies]

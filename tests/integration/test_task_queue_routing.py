@@ -19,13 +19,18 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from shared.archive import RunArchive
-from shared.bus import MessageBus
-from shared.graph_spec import parse_graph
-from shared.run_models import GRAPH_RUN_WORKFLOW, GraphRunInput, GraphRunResult, RunStatus
-from shared.settings import Settings
-from worker.examples import load_example
-from worker.main import build_workers
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.contracts.runs import (
+    GRAPH_RUN_WORKFLOW,
+    GraphRunInput,
+    GraphRunResult,
+    RunStatus,
+)
+from spindle.shared.graphs.structure import parse_graph
+from spindle.shared.platform.settings import Settings
+from spindle.shared.store.archive import RunArchive
+from spindle.worker.examples import load_example
+from spindle.worker.main import build_workers
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from spindle.embedded import SEARCH_ATTRIBUTES, TemporalDevServer
-from spindle.processes import bin_path
+from spindle.dev.embedded import SEARCH_ATTRIBUTES, TemporalDevServer
+from spindle.dev.processes import bin_path
 
 pytestmark = pytest.mark.integration
 

@@ -22,22 +22,23 @@ import pytest
 from temporalio import activity
 from temporalio.client import Client
 
-from gateway.message_history import compact_superseded, stored_messages
-from shared.bus import MessageBus
-from shared.graph_spec import NodeSpec, parse_graph
-from shared.messages import AgentMessageType as T
-from shared.messages import create_compact_message
-from shared.run_models import GRAPH_RUN_WORKFLOW, GraphRunInput, GraphRunResult
-from shared.settings import Settings
+from spindle.gateway.streams.history import compact_superseded, stored_messages
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.contracts.graph_spec import NodeSpec
+from spindle.shared.contracts.messages import AgentMessageType as T
+from spindle.shared.contracts.messages import create_compact_message
+from spindle.shared.contracts.runs import GRAPH_RUN_WORKFLOW, GraphRunInput, GraphRunResult
+from spindle.shared.graphs.structure import parse_graph
+from spindle.shared.platform.settings import Settings
+from spindle.worker.activities.agent import AgentActivities
+from spindle.worker.activities.chunk_poster import ChunkPoster
+from spindle.worker.activities.poster import MessagePoster
+from spindle.worker.contracts import ChatMessage, LlmTurnInput, NodeExecution, RunRef
+from spindle.worker.llm.base import LlmRequest, LlmResponse, LlmStreamEvent, TextDelta
+from spindle.worker.llm.offline import OfflineProvider, offline_tokens
+from spindle.worker.main import build_worker
 from tests.integration.activity_env import env
 from tests.polling import eventually
-from worker.activities.agent import AgentActivities
-from worker.activities.chunk_poster import ChunkPoster
-from worker.activities.models import ChatMessage, LlmTurnInput, NodeExecution, RunRef
-from worker.activities.poster import MessagePoster
-from worker.llm.base import LlmRequest, LlmResponse, LlmStreamEvent, TextDelta
-from worker.llm.offline import OfflineProvider, offline_tokens
-from worker.main import build_worker
 
 pytestmark = pytest.mark.integration
 

@@ -1,7 +1,7 @@
 """OpenTelemetry traces of a run on the real dev server, and log lines that name them.
 
-A client with ``shared.telemetry.temporal_interceptors`` starts a small graph on
-a worker built from that client (as ``python -m worker.main`` does): the start,
+A client with ``spindle.shared.platform.telemetry.temporal_interceptors`` starts a small graph on
+a worker built from that client (as ``python -m spindle.worker.main`` does): the start,
 the workflow and every node's activity share one trace; node spans carry seed
 001's attributes; a JSON log line written inside a node names the trace.
 """
@@ -22,23 +22,23 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from temporalio.client import Client
 
-from shared.archive import RunArchive
-from shared.bus import MessageBus
-from shared.graph_spec import parse_graph
-from shared.logging_setup import build_handler
-from shared.run_models import (
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.contracts.runs import (
     GRAPH_RUN_WORKFLOW,
     GraphRunInput,
     GraphRunResult,
     NodeStatus,
     RunStatus,
 )
-from shared.settings import Settings
-from shared.telemetry import setup_tracing, temporal_interceptors
+from spindle.shared.graphs.structure import parse_graph
+from spindle.shared.platform.logging_setup import build_handler
+from spindle.shared.platform.settings import Settings
+from spindle.shared.platform.telemetry import setup_tracing, temporal_interceptors
+from spindle.shared.store.archive import RunArchive
+from spindle.worker.main import build_worker
+from spindle.worker.registry import NodeContext, NodeResult, node_type
 from tests.integration.traced_temporal import named, traced_temporal_client
 from tests.polling import eventually
-from worker.main import build_worker
-from worker.registry import NodeContext, NodeResult, node_type
 
 pytestmark = pytest.mark.integration
 

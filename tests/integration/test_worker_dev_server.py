@@ -1,4 +1,4 @@
-"""The worker (``build_worker`` and ``python -m worker.main``) on the real dev server.
+"""The worker (``build_worker`` and ``python -m spindle.worker.main``) on the real dev server.
 
 Every example graph runs start to finish through the ``GraphRun`` workflow and
 the real activities, Redis bus and Mongo archive; what is checked is what a user
@@ -19,11 +19,10 @@ import pytest
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.worker import Worker
 
-from shared.archive import RunArchive
-from shared.bus import MessageBus, live_channel, parse_live_payload
-from shared.graph_spec import parse_graph
-from shared.messages import AgentMessageType as T
-from shared.run_models import (
+from spindle.dev.processes import ManagedProcess, python_module
+from spindle.shared.bus.message_bus import MessageBus, live_channel, parse_live_payload
+from spindle.shared.contracts.messages import AgentMessageType as T
+from spindle.shared.contracts.runs import (
     DESCRIBE_QUERY,
     GRAPH_RUN_WORKFLOW,
     USER_INPUT_UPDATE,
@@ -35,12 +34,13 @@ from shared.run_models import (
     SignalAck,
     UserInput,
 )
-from shared.settings import Settings
-from spindle.processes import ManagedProcess, python_module
+from spindle.shared.graphs.structure import parse_graph
+from spindle.shared.platform.settings import Settings
+from spindle.shared.store.archive import RunArchive
+from spindle.worker.examples import load_example
+from spindle.worker.main import build_worker, run_worker
+from spindle.worker.registry import NodeContext, NodeResult, node_type
 from tests.polling import eventually
-from worker.examples import load_example
-from worker.main import build_worker, run_worker
-from worker.registry import NodeContext, NodeResult, node_type
 
 pytestmark = pytest.mark.integration
 
@@ -266,7 +266,7 @@ async def test_python_m_worker_main_serves_runs_and_stops_on_sigterm(
     log = tmp_path / "worker.log"
     proc = ManagedProcess(
         "worker",
-        python_module("worker.main"),
+        python_module("spindle.worker.main"),
         log_path=log,
         env={"SPINDLE_TASK_QUEUE": queue},
         ready=lambda: "polling task queue" in log.read_text(errors="replace"),
@@ -330,7 +330,7 @@ async def test_stopping_the_worker_drains_running_activities(
 ) -> None:
     queue = f"w2-drain-{uuid.uuid4().hex[:8]}"
     stop = asyncio.Event()
-    caplog.set_level(logging.INFO, logger="worker.main")
+    caplog.set_level(logging.INFO, logger="spindle.worker.main")
     running = asyncio.create_task(
         run_worker(settings.model_copy(update={"task_queue": queue}), stop=stop)
     )

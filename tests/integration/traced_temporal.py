@@ -10,9 +10,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from temporalio.client import Client
 
-from shared.settings import Settings
-from shared.telemetry import temporal_interceptors
-from shared.temporal_converter import data_converter
+from spindle.shared.platform.settings import Settings
+from spindle.shared.platform.telemetry import temporal_interceptors
+from spindle.shared.temporal.converter import data_converter
 
 
 @asynccontextmanager

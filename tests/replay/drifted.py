@@ -11,12 +11,12 @@ from datetime import timedelta
 
 from temporalio import workflow
 
-from shared.run_models import GRAPH_RUN_WORKFLOW, GraphRunInput, GraphRunResult
-from worker.workflows.graph_run import GraphRun
+from spindle.shared.contracts.runs import GRAPH_RUN_WORKFLOW, GraphRunInput, GraphRunResult
+from spindle.worker.workflows.graph_run import GraphRun
 
 with workflow.unsafe.imports_passed_through():
-    from worker.activities.models import NodeOutcome
-    from worker.workflows.scheduler import Activation
+    from spindle.worker.contracts import NodeOutcome
+    from spindle.worker.workflows.scheduler import Activation
 
 
 @workflow.defn(name=GRAPH_RUN_WORKFLOW)

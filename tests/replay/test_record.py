@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from temporalio.api.enums.v1 import EventType
 
-from shared.run_models import UserInput
+from spindle.shared.contracts.runs import UserInput
+from spindle.worker.examples import load_example
+from spindle.worker.replay import record_history, replay, save_history
 from tests.workflow.runs import GraphRunner
-from worker.examples import load_example
-from worker.replay import record_history, replay, save_history
 
 pytestmark = pytest.mark.integration
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from spindle.worker.replay import load_history, replay_histories
+from spindle.worker.replay import main as replay_main
 from tests.replay.drifted import DriftedGraphRun
-from worker.replay import load_history, replay_histories
-from worker.replay import main as replay_main
 
 pytestmark = pytest.mark.workflow
 

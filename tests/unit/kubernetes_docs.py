@@ -19,9 +19,9 @@ from jsonschema import Draft202012Validator
 from kubernetes_validate.utils import major_minor
 from referencing import Registry, Resource
 
-from shared.settings import Settings
-from spindle.kubernetes_config import SECRET_FILE
-from spindle.processes import bin_path
+from spindle.cli.kubernetes_config import SECRET_FILE
+from spindle.dev.processes import bin_path
+from spindle.shared.platform.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 KUBE = ROOT / "deploy" / "kubernetes"

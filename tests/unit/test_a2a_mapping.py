@@ -1,4 +1,4 @@
-"""Seed 003's task mapping between Spindle runs and A2A tasks (gateway.a2a.task_mapping)."""
+"""Seed 003's task mapping between Spindle runs and A2A tasks (protocols.a2a.task_mapping)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from a2a.helpers import get_data_parts, get_text_parts, new_data_part, new_text_
 from a2a.types import Message, Role, TaskState
 from google.protobuf.json_format import MessageToDict
 
-from gateway.a2a.task_mapping import run_input, task_from_run, user_answer
-from gateway.api_models import RunDetail
-from shared.run_models import PendingInput
+from spindle.gateway.api.models import RunDetail
+from spindle.gateway.protocols.a2a.task_mapping import run_input, task_from_run, user_answer
+from spindle.shared.contracts.runs import PendingInput
 
 APPROVAL_SCHEMA = {
     "type": "object",

@@ -7,7 +7,12 @@ from a2a.server.context import ServerCallContext
 from a2a.types import AuthenticationInfo, Task, TaskPushNotificationConfig, TaskState
 from a2a.utils.errors import InvalidParamsError
 
-from gateway.a2a.push_watch import delivery_config, protocol_of, push_body, validated
+from spindle.gateway.protocols.a2a.push_watch import (
+    delivery_config,
+    protocol_of,
+    push_body,
+    validated,
+)
 
 
 def test_validated_defaults_the_id_to_the_task_and_refuses_non_http_urls() -> None:

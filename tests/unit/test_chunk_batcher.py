@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from worker.activities.models import ChatMessage
-from worker.llm.base import LlmResponse, LlmStreamEvent, TextDelta, ToolCallDelta
-from worker.llm.chunk_batcher import ChunkBatcher
-from worker.llm.token_relay import relay_tokens
+from spindle.worker.contracts import ChatMessage
+from spindle.worker.llm.base import LlmResponse, LlmStreamEvent, TextDelta, ToolCallDelta
+from spindle.worker.llm.chunk_batcher import ChunkBatcher
+from spindle.worker.llm.token_relay import relay_tokens
 
 pytestmark = pytest.mark.unit
 

@@ -12,17 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from shared.settings import Settings
-from spindle.cli import build_parser, environ_with_dotenv, main
-from spindle.dev_config import (
+from spindle.cli.main import build_parser, environ_with_dotenv, main
+from spindle.dev.config import (
     PORT_OPTIONS,
     DevConfig,
     DevStackError,
     check_ports_free,
     resolve_dev_config,
 )
-from spindle.devstack import child_env
-from spindle.processes import free_port
+from spindle.dev.processes import free_port
+from spindle.dev.stack import child_env
+from spindle.shared.platform.settings import Settings
 
 pytestmark = pytest.mark.unit
 
@@ -255,7 +255,7 @@ def test_graphs_register_names_every_unreadable_or_malformed_file(
 
 def test_help_does_not_import_the_heavy_modules() -> None:
     probe = (
-        "import sys; from spindle.cli import build_parser; build_parser(); "
+        "import sys; from spindle.cli.main import build_parser; build_parser(); "
         "print(sorted(m for m in ('pydantic', 'temporalio', 'pymongo', 'redis', 'worker') "
         "if m in sys.modules))"
     )

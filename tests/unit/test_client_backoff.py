@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.client.backoff import BackoffPolicy, Reconnects
+from spindle.client.backoff import BackoffPolicy, Reconnects
 
 pytestmark = pytest.mark.unit
 

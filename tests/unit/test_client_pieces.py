@@ -7,7 +7,7 @@ import httpx
 import orjson
 import pytest
 
-from shared.client import (
+from spindle.client import (
     ChunkEvent,
     ClientConfig,
     MessageCursor,
@@ -16,11 +16,11 @@ from shared.client import (
     TokenAssembler,
     ValidationError,
 )
-from shared.client.errors import ApiError, RateLimitedError, api_error
-from shared.client.sse import SseDecoder, SseEvent
-from shared.errors import SpindleError
-from shared.messages import AgentMessageType as T
-from shared.messages import create_compact_message
+from spindle.client.errors import ApiError, RateLimitedError, api_error
+from spindle.client.sse import SseDecoder, SseEvent
+from spindle.shared.contracts.errors import SpindleError
+from spindle.shared.contracts.messages import AgentMessageType as T
+from spindle.shared.contracts.messages import create_compact_message
 
 pytestmark = pytest.mark.unit
 

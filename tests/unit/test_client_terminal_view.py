@@ -9,13 +9,13 @@ import re
 
 import pytest
 
-from shared.client import StreamedMessage
-from shared.messages import AgentMessageType as T
-from shared.messages import create_compact_message
-from shared.workstream_models import WorkstreamInfo
-from spindle.chat_form import MESSAGE_FIELD, ask, form_fields
-from spindle.chat_view import ChatView, bar
-from spindle.terminal_output import TerminalOutput, visible
+from spindle.cli.chat.form import MESSAGE_FIELD, ask, form_fields
+from spindle.cli.chat.view import ChatView, bar
+from spindle.cli.terminal_output import TerminalOutput, visible
+from spindle.client import StreamedMessage
+from spindle.shared.contracts.messages import AgentMessageType as T
+from spindle.shared.contracts.messages import create_compact_message
+from spindle.shared.contracts.workstreams import WorkstreamInfo
 
 pytestmark = pytest.mark.unit
 

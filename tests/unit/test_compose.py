@@ -17,10 +17,10 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
-from shared.settings import Settings
-from spindle.cli import build_parser
-from spindle.config_reference import env_names
-from spindle.embedded import SEARCH_ATTRIBUTES
+from spindle.cli.config_reference import env_names
+from spindle.cli.main import build_parser
+from spindle.dev.embedded import SEARCH_ATTRIBUTES
+from spindle.shared.platform.settings import Settings
 
 pytestmark = pytest.mark.unit
 
@@ -29,7 +29,7 @@ COMPOSE_FILE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 SPINDLE_SERVICES = ("worker", "gateway")
 # Variables the Spindle containers may carry besides Settings: OpenTelemetry's
-# standard configuration (DESIGN §7).
+# standard configuration (docs/design.md §7).
 STANDARD_PREFIXES = ("OTEL_",)
 # Where each backing service listens inside the compose network.
 SERVICE_PORTS = {"temporal": 7233, "redis": 6379, "mongodb": 27017, "jaeger": 4318}
@@ -116,7 +116,7 @@ def test_worker_and_gateway_are_built_from_the_dockerfile(
 def test_worker_and_gateway_commands_are_spindle_commands(
     services: dict[str, dict[str, Any]],
 ) -> None:
-    from spindle import cli
+    from spindle.cli import main as cli
 
     parser = build_parser()
     for name in [*SPINDLE_SERVICES, "register-examples"]:

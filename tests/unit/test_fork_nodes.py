@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gateway.routes.fork import reusable_nodes
-from shared.graph_spec import parse_graph
+from spindle.gateway.api.routes.fork import reusable_nodes
+from spindle.shared.graphs.structure import parse_graph
 
 
 def graph() -> dict[str, object]:

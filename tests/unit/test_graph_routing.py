@@ -10,13 +10,14 @@ from typing import Any
 import pytest
 from temporalio.common import Priority
 
-from shared.catalog import Catalog
-from shared.errors import GraphInvalid
-from shared.graph_spec import GraphSpec, parse_graph
-from shared.graph_validation import validate_graph
-from shared.settings import Settings
-from worker import policies
-from worker.main import polled_queues
+from spindle.shared.contracts.errors import GraphInvalid
+from spindle.shared.contracts.graph_spec import GraphSpec
+from spindle.shared.graphs.catalog import Catalog
+from spindle.shared.graphs.structure import parse_graph
+from spindle.shared.graphs.validation import validate_graph
+from spindle.shared.platform.settings import Settings
+from spindle.worker import policies
+from spindle.worker.main import polled_queues
 
 pytestmark = pytest.mark.unit
 

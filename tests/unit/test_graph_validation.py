@@ -1,4 +1,4 @@
-"""Graph and run-input validation before a run starts (shared.graph_validation)."""
+"""Graph and run-input validation before a run starts (spindle.shared.graphs.validation)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ from typing import Any
 
 import pytest
 
-from shared.catalog import Catalog, NodeTypeInfo, ToolInfo
-from shared.errors import ExecutorNotFound, GraphInvalid, InputInvalid
-from shared.graph_spec import GraphSpec, parse_graph
-from shared.graph_validation import validate_graph, validate_run_input
-from worker.examples import load_examples
-from worker.registry import build_catalog
+from spindle.shared.contracts.errors import ExecutorNotFound, GraphInvalid, InputInvalid
+from spindle.shared.contracts.graph_spec import GraphSpec
+from spindle.shared.graphs.catalog import Catalog, NodeTypeInfo, ToolInfo
+from spindle.shared.graphs.structure import parse_graph
+from spindle.shared.graphs.validation import validate_graph, validate_run_input
+from spindle.worker.examples import load_examples
+from spindle.worker.registry import build_catalog
 
 pytestmark = pytest.mark.unit
 

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from shared.errors import InputInvalid
-from shared.hitl import json_path, resolve_answer, single_required_string
-from shared.node_params import default_ui_schema
-from shared.run_models import PendingInput, UserInput
+from spindle.shared.contracts.errors import InputInvalid
+from spindle.shared.contracts.runs import PendingInput, UserInput
+from spindle.shared.graphs.node_params import default_ui_schema
+from spindle.worker.hitl import json_path, resolve_answer, single_required_string
 
 pytestmark = pytest.mark.unit
 

@@ -1,19 +1,19 @@
-"""JSON-RPC 2.0 envelope parsing and error objects (gateway.jsonrpc.protocol)."""
+"""JSON-RPC 2.0 envelope parsing and error objects (spindle.gateway.protocols.jsonrpc.protocol)."""
 
 from __future__ import annotations
 
 import orjson
 import pytest
 
-from gateway.jsonrpc.protocol import (
+from spindle.gateway.protocols.jsonrpc.protocol import (
     Call,
     Rejected,
     error_from_exception,
     parse_body,
     parse_member,
 )
-from gateway.jsonrpc.task_rules import find_cycle
-from shared.errors import CircularDependency, NotFound, ValidationFailed
+from spindle.gateway.protocols.jsonrpc.task_rules import find_cycle
+from spindle.shared.contracts.errors import CircularDependency, NotFound, ValidationFailed
 
 
 def test_unparsable_body_is_a_parse_error_with_null_id() -> None:

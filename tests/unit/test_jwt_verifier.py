@@ -14,9 +14,9 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from gateway.auth.jwt_verifier import JwtVerifier
-from shared.errors import Unauthorized
-from shared.settings import Settings
+from spindle.gateway.auth.jwt_verifier import JwtVerifier
+from spindle.shared.contracts.errors import Unauthorized
+from spindle.shared.platform.settings import Settings
 
 pytestmark = pytest.mark.unit
 

@@ -22,13 +22,13 @@ import pytest
 import yaml
 from kubernetes_validate.utils import latest_version
 
-from gateway.app import create_app
-from shared.settings import Settings
-from spindle import cli
-from spindle.cli import build_parser
-from spindle.config_reference import env_names
-from spindle.embedded import SEARCH_ATTRIBUTES
-from spindle.kubernetes_config import ENV_FILE, generated_files, is_secret
+from spindle.cli import main as cli
+from spindle.cli.config_reference import env_names
+from spindle.cli.kubernetes_config import ENV_FILE, generated_files, is_secret
+from spindle.cli.main import build_parser
+from spindle.dev.embedded import SEARCH_ATTRIBUTES
+from spindle.gateway.app import create_app
+from spindle.shared.platform.settings import Settings
 from tests.unit.kubernetes_docs import (
     BASE,
     KUBE,
@@ -49,7 +49,7 @@ pytestmark = pytest.mark.unit
 COMPONENTS = sorted(p for p in (KUBE / "components").iterdir() if p.is_dir())
 OVERLAY = KUBE / "overlays" / "example"
 OLDEST_KUBERNETES = "1.29"
-REGENERATE = "regenerate: python -m spindle.kubernetes_config --write"
+REGENERATE = "regenerate: python -m spindle.cli.kubernetes_config --write"
 # Resources of custom resource definitions: no schema in the Kubernetes API.
 CUSTOM_KINDS = {"ScaledObject", "MongoDBCommunity"}
 
@@ -233,7 +233,7 @@ def test_container_ports_match_the_settings(base: list[dict[str, Any]]) -> None:
     assert port_number(gateway, "http") == settings.gateway_port == defaults.gateway_port
     assert port_number(worker, "metrics") == settings.worker_metrics_port
     assert settings.worker_metrics_port == defaults.worker_metrics_port
-    # The Temporal SDK's metrics are served on the next port (worker.metrics_server).
+    # The Temporal SDK's metrics are served on the next port (spindle.worker.metrics_server).
     assert port_number(worker, "sdk-metrics") == settings.worker_metrics_port + 1
     # Reachable from other pods, not only from inside the container.
     assert settings.gateway_host == settings.worker_metrics_host == "0.0.0.0"
@@ -249,7 +249,7 @@ def test_probes_point_at_real_gateway_routes(base: list[dict[str, Any]]) -> None
         get = gateway[probe]["httpGet"]
         assert get["path"] in routes, get
         assert port_number(gateway, get["port"]) == Settings().gateway_port
-    # /readyz bounds each check at 2 s (gateway.routes.health): the probe waits longer.
+    # /readyz bounds each check at 2 s (spindle.gateway.api.routes.health): the probe waits longer.
     assert gateway["readinessProbe"]["timeoutSeconds"] > 2
     worker = container(one(base, "Deployment", "spindle-worker"), "worker")
     assert worker["livenessProbe"]["httpGet"] == {"path": "/metrics", "port": "metrics"}

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from shared.settings import Settings
-from worker.activities.models import ChatMessage
-from worker.llm.base import (
+from spindle.shared.platform.settings import Settings
+from spindle.worker.contracts import ChatMessage
+from spindle.worker.llm.base import (
     LlmRequest,
     LlmResponse,
     LlmStreamEvent,
@@ -17,7 +17,7 @@ from worker.llm.base import (
     provider_from_settings,
     stream_events,
 )
-from worker.llm.offline import OfflineProvider, offline_tokens
+from spindle.worker.llm.offline import OfflineProvider, offline_tokens
 
 pytestmark = pytest.mark.unit
 

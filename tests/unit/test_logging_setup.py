@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from shared.logging_setup import bind_log_context, configure_logging, use_json
-from shared.settings import Settings
+from spindle.shared.platform.logging_setup import bind_log_context, configure_logging, use_json
+from spindle.shared.platform.settings import Settings
 
 pytestmark = pytest.mark.unit
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from shared.messages import (
+from spindle.shared.contracts.messages import (
     AgentMessageType,
     create_compact_message,
     cut_to_size,

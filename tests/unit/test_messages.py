@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from shared.messages import (
+from spindle.shared.contracts.messages import (
     MAIN_WORKSTREAM,
     AgentMessage,
     AgentMessageType,

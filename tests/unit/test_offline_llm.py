@@ -1,17 +1,17 @@
-"""The deterministic offline model (worker.llm.offline)."""
+"""The deterministic offline model (spindle.worker.llm.offline)."""
 
 from __future__ import annotations
 
 import orjson
 import pytest
 
-from shared.node_params import AgentParams
-from shared.settings import Settings
-from worker.activities.models import ChatMessage
-from worker.llm.base import LlmRequest, ToolSpec, provider_from_settings
-from worker.llm.offline import OfflineProvider, derive_arguments, find_expression
-from worker.llm.prompting import initial_messages, with_opening
-from worker.tools import get_tool
+from spindle.shared.graphs.node_params import AgentParams
+from spindle.shared.platform.settings import Settings
+from spindle.worker.contracts import ChatMessage
+from spindle.worker.llm.base import LlmRequest, ToolSpec, provider_from_settings
+from spindle.worker.llm.offline import OfflineProvider, derive_arguments, find_expression
+from spindle.worker.llm.prompting import initial_messages, with_opening
+from spindle.worker.tools import get_tool
 
 pytestmark = pytest.mark.unit
 

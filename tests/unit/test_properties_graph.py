@@ -1,4 +1,4 @@
-"""Properties of graph specs (shared.graph_spec, shared.graph_validation).
+"""Properties of graph specs (contracts.graph_spec, graphs.validation).
 
 Hypothesis builds graphs out of parts that are sometimes right and sometimes
 wrong (node ids, types, parameters, edges, conditions, loop bounds) and checks
@@ -17,10 +17,11 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from shared.catalog import Catalog
-from shared.errors import ExecutorNotFound, GraphInvalid, InputInvalid
-from shared.graph_spec import GraphSpec, find_back_edges, parse_graph, validate_structure
-from shared.graph_validation import validate_graph, validate_run_input
+from spindle.shared.contracts.errors import ExecutorNotFound, GraphInvalid, InputInvalid
+from spindle.shared.contracts.graph_spec import GraphSpec
+from spindle.shared.graphs.catalog import Catalog
+from spindle.shared.graphs.structure import find_back_edges, parse_graph, validate_structure
+from spindle.shared.graphs.validation import validate_graph, validate_run_input
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""Properties of the message formats (shared.messages), for any message.
+"""Properties of the message formats (spindle.shared.contracts.messages), for any message.
 
 Hypothesis generates messages of every type with any text, workstream, details
 (any JSON value), final flag, timestamp and activity id, and checks what a
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.messages import (
+from spindle.shared.contracts.messages import (
     MAIN_WORKSTREAM,
     AgentMessage,
     AgentMessageType,

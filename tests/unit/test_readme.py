@@ -9,20 +9,20 @@ from pathlib import Path
 
 import pytest
 
-from shared.settings import Settings
-from spindle.config_reference import (
+from spindle.cli.config_reference import (
     BEGIN_MARKER,
     END_MARKER,
     env_names,
     render_settings_table,
 )
-from spindle.dev_config import DATA_DIR_ENV, HOST_ENV, PORT_OPTIONS
+from spindle.dev.config import DATA_DIR_ENV, HOST_ENV, PORT_OPTIONS
+from spindle.shared.platform.settings import Settings
 
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
-REGENERATE = "regenerate it: python -m spindle.config_reference --write README.md"
+REGENERATE = "regenerate it: python -m spindle.cli.config_reference --write README.md"
 
 
 def settings_table() -> str:

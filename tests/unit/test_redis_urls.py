@@ -8,8 +8,8 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.sentinel import SentinelConnectionPool
 
-from shared.logging_setup import redact_url
-from shared.redis_connect import connect_redis, parse_redis_url, publish_command
+from spindle.shared.platform.logging_setup import redact_url
+from spindle.shared.platform.redis_connect import connect_redis, parse_redis_url, publish_command
 
 pytestmark = pytest.mark.unit
 

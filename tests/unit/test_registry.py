@@ -1,13 +1,13 @@
-"""The node-type registry and the published catalog (worker.registry)."""
+"""The node-type registry and the published catalog (spindle.worker.registry)."""
 
 from __future__ import annotations
 
 import pytest
 from pydantic import BaseModel
 
-from shared.errors import ExecutorNotFound
-from shared.node_params import BUILTIN_PARAMS
-from worker.registry import NodeContext, NodeResult, build_catalog, get_node_type, node_type
+from spindle.shared.contracts.errors import ExecutorNotFound
+from spindle.shared.graphs.node_params import BUILTIN_PARAMS
+from spindle.worker.registry import NodeContext, NodeResult, build_catalog, get_node_type, node_type
 
 pytestmark = pytest.mark.unit
 

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from shared.graph_spec import GraphSpec, parse_graph, validate_structure
-from worker.workflows.scheduler import Activation, GraphScheduler, NodeState
+from spindle.shared.contracts.graph_spec import GraphSpec
+from spindle.shared.graphs.structure import parse_graph, validate_structure
+from spindle.worker.workflows.scheduler import Activation, GraphScheduler, NodeState
 
 pytestmark = pytest.mark.unit
 

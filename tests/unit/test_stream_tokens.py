@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.auth.stream_tokens import StreamTokenSigner, looks_like_stream_token
-from shared.identity import Identity
+from spindle.gateway.auth.stream_tokens import StreamTokenSigner, looks_like_stream_token
+from spindle.shared.contracts.identity import Identity
 
 pytestmark = pytest.mark.unit
 

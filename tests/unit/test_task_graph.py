@@ -1,4 +1,4 @@
-"""Task tree → graph spec conversion (``shared.task_graph``)."""
+"""Task tree → graph spec conversion (``spindle.shared.graphs.task_tree``)."""
 
 from __future__ import annotations
 
@@ -6,16 +6,16 @@ from typing import Any
 
 import pytest
 
-from shared.catalog import Catalog, ToolInfo
-from shared.errors import CircularDependency, ExecutorNotFound, ValidationFailed
-from shared.task_graph import (
+from spindle.shared.contracts.errors import CircularDependency, ExecutorNotFound, ValidationFailed
+from spindle.shared.contracts.tasks import Task, new_task_id
+from spindle.shared.graphs.catalog import Catalog, ToolInfo
+from spindle.shared.graphs.task_tree import (
     ENTRY_NODE_ID,
     build_task_graph,
     find_cycle,
     node_id_of,
     task_run_meta,
 )
-from shared.task_models import Task, new_task_id
 
 pytestmark = pytest.mark.unit
 

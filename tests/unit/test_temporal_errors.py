@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from temporalio.service import RPCError, RPCStatusCode
 
-from gateway.problems import temporal_error
-from shared.errors import NotFound, Unavailable
+from spindle.gateway.http.problems import temporal_error
+from spindle.shared.contracts.errors import NotFound, Unavailable
 
 pytestmark = pytest.mark.unit
 

@@ -1,10 +1,10 @@
-"""The tool registry and the built-in tools (worker.tools)."""
+"""The tool registry and the built-in tools (spindle.worker.tools)."""
 
 from __future__ import annotations
 
 import pytest
 
-from worker.tools import ToolError, get_tool, load_tools, tool
+from spindle.worker.tools import ToolError, get_tool, load_tools, tool
 
 pytestmark = pytest.mark.unit
 

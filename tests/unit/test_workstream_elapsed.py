@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gateway.routes.workstreams import with_wall_clock_elapsed
-from shared.workstream_models import (
+from spindle.gateway.api.routes.workstreams import with_wall_clock_elapsed
+from spindle.shared.contracts.workstreams import (
     WorkstreamInfo,
     WorkstreamList,
     WorkstreamPhase,

@@ -13,12 +13,12 @@ from collections.abc import AsyncIterator
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from shared.archive import RunArchive
-from shared.bus import MessageBus
-from shared.settings import Settings
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.platform.settings import Settings
+from spindle.shared.store.archive import RunArchive
+from spindle.worker.main import build_worker
 from tests.workflow.runs import GraphRunner
 from tests.workflow.workstream_parents import Parents, parents_with_stub_children
-from worker.main import build_worker
 
 
 @pytest.fixture(scope="session")

@@ -9,11 +9,10 @@ from typing import Any, TypeVar
 import orjson
 from temporalio.client import Client, WorkflowHandle
 
-from shared.archive import RunArchive
-from shared.bus import MessageBus
-from shared.graph_spec import GraphSpec
-from shared.messages import AgentMessageType
-from shared.run_models import (
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.contracts.graph_spec import GraphSpec
+from spindle.shared.contracts.messages import AgentMessageType
+from spindle.shared.contracts.runs import (
     DESCRIBE_QUERY,
     GRAPH_RUN_WORKFLOW,
     USER_INPUT_UPDATE,
@@ -23,6 +22,7 @@ from shared.run_models import (
     SignalAck,
     UserInput,
 )
+from spindle.shared.store.archive import RunArchive
 from tests.polling import eventually
 
 T = TypeVar("T")

@@ -20,7 +20,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from shared.workstream_models import (
+    from spindle.shared.contracts.workstreams import (
         CHILD_MESSAGE_SIGNAL,
         CHILD_STEER_SIGNAL,
         CHILD_STOP_SIGNAL,

@@ -14,9 +14,9 @@ from temporalio.client import (
 )
 from temporalio.exceptions import ApplicationError, CancelledError
 
-from shared.run_models import NodeStatus, RunStatus, UserInput
+from spindle.shared.contracts.runs import NodeStatus, RunStatus, UserInput
+from spindle.worker.examples import load_example
 from tests.workflow.runs import GraphRunner, M, is_subsequence, types_of
-from worker.examples import load_example
 
 pytestmark = pytest.mark.workflow
 

@@ -7,8 +7,8 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
-from shared.graph_spec import parse_graph, validate_structure
-from shared.run_models import RunStatus, UserInput
+from spindle.shared.contracts.runs import RunStatus, UserInput
+from spindle.shared.graphs.structure import parse_graph, validate_structure
 from tests.workflow.runs import GraphRunner, M, eventually, types_of
 
 pytestmark = pytest.mark.workflow

@@ -22,11 +22,9 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from shared.archive import RunArchive
-from shared.bus import MessageBus
-from shared.file_store import FileStore
-from shared.messages import AgentMessageType
-from shared.workstream_models import (
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.contracts.messages import AgentMessageType
+from spindle.shared.contracts.workstreams import (
     CHILD_MESSAGE_SIGNAL,
     CHILD_STATE_QUERY,
     CHILD_STEER_SIGNAL,
@@ -47,14 +45,21 @@ from shared.workstream_models import (
     WorkstreamState,
     child_workflow_id,
 )
+from spindle.shared.store.archive import RunArchive
+from spindle.shared.store.file_store import FileStore
+from spindle.worker.activities import build_activities
+from spindle.worker.activities.workstream import workstream_activities
+from spindle.worker.contracts import ChatMessage, ToolCall
+from spindle.worker.llm.base import LlmRequest, LlmResponse
+from spindle.worker.main import PASSTHROUGH_MODULES
+from spindle.worker.workflows.workstreams.child_agent import (
+    MAX_CONVERSATION,
+    STANDING_HEADER,
+    bounded,
+    opening,
+)
+from spindle.worker.workflows.workstreams.child_workflow import Workstream
 from tests.polling import eventually
-from worker.activities import build_activities
-from worker.activities.models import ChatMessage, ToolCall
-from worker.activities.workstream import workstream_activities
-from worker.llm.base import LlmRequest, LlmResponse
-from worker.main import PASSTHROUGH_MODULES
-from worker.workflows.workstream import Workstream
-from worker.workflows.workstream_agent import MAX_CONVERSATION, STANDING_HEADER, bounded, opening
 
 pytestmark = pytest.mark.workflow
 

@@ -9,16 +9,17 @@ from collections.abc import AsyncIterator
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from shared.archive import RunArchive
-from shared.bus import MessageBus
-from shared.errors import GraphInvalid
-from shared.graph_validation import validate_graph
-from shared.run_models import GraphRunResult, NodeStatus, RunStatus
-from shared.settings import Settings
-from shared.workstream_models import (
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.contracts.errors import GraphInvalid
+from spindle.shared.contracts.runs import GraphRunResult, NodeStatus, RunStatus
+from spindle.shared.contracts.workstreams import (
     WorkstreamState,
     child_workflow_id,
 )
+from spindle.shared.graphs.validation import validate_graph
+from spindle.shared.platform.settings import Settings
+from spindle.shared.store.archive import RunArchive
+from spindle.worker.registry import build_catalog
 from tests.workflow.runs import GraphRunner, M, types_of
 from tests.workflow.workstream_parents import (
     Parents,
@@ -26,7 +27,6 @@ from tests.workflow.workstream_parents import (
     production_runner,
     workstream_node,
 )
-from worker.registry import build_catalog
 
 pytestmark = pytest.mark.workflow
 

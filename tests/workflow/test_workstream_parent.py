@@ -14,8 +14,8 @@ from temporalio.client import (
     WorkflowFailureError,
 )
 
-from shared.run_models import RunStatus, UserInput
-from shared.workstream_models import (
+from spindle.shared.contracts.runs import RunStatus, UserInput
+from spindle.shared.contracts.workstreams import (
     GRACE_SECONDS,
     MESSAGE_WORKSTREAM_UPDATE,
     RUN_FINISHING,

@@ -30,12 +30,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from shared.archive import RunArchive
-from shared.bus import MessageBus
-from shared.file_store import FileStore
-from shared.graph_spec import GraphSpec, parse_graph
-from shared.settings import Settings
-from shared.workstream_models import (
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.contracts.graph_spec import GraphSpec
+from spindle.shared.contracts.workstreams import (
     LAUNCH_WORKSTREAM_UPDATE,
     WORKSTREAMS_QUERY,
     LaunchAck,
@@ -44,15 +41,19 @@ from shared.workstream_models import (
     WorkstreamList,
     child_workflow_id,
 )
+from spindle.shared.graphs.structure import parse_graph
+from spindle.shared.platform.settings import Settings
+from spindle.shared.store.archive import RunArchive
+from spindle.shared.store.file_store import FileStore
+from spindle.worker.activities import build_activities
+from spindle.worker.activities.artifacts import artifact_activities
+from spindle.worker.activities.lifecycle import LifecycleActivities
+from spindle.worker.contracts import POST_MESSAGE, Empty, RunNotice
+from spindle.worker.llm.offline import OfflineProvider
+from spindle.worker.main import build_worker, workflow_runner
+from spindle.worker.workflows.graph_run import GraphRun
 from tests.workflow.runs import GraphRunner, M
 from tests.workflow.stub_workstream import STUB_LOG_QUERY, StubLog, StubWorkstream
-from worker.activities import build_activities
-from worker.activities.artifacts import artifact_activities
-from worker.activities.lifecycle import LifecycleActivities
-from worker.activities.models import POST_MESSAGE, Empty, RunNotice
-from worker.llm.offline import OfflineProvider
-from worker.main import build_worker, workflow_runner
-from worker.workflows.graph_run import GraphRun
 
 
 @dataclass

@@ -10,19 +10,19 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from shared.archive import RunArchive
-    from shared.bus import MessageBus
-    from worker.llm.base import LlmProvider
+    from spindle.shared.bus.message_bus import MessageBus
+    from spindle.shared.store.archive import RunArchive
+    from spindle.worker.llm.base import LlmProvider
 
 
 def build_activities(
     bus: MessageBus, archive: RunArchive | None, llm: LlmProvider
 ) -> list[Callable[..., Any]]:
     """All activities of a graph run, bound to the given bus, archive and LLM."""
-    from worker.activities.agent import AgentActivities
-    from worker.activities.hitl import HitlActivities
-    from worker.activities.lifecycle import LifecycleActivities
-    from worker.activities.nodes import NodeActivities
+    from spindle.worker.activities.agent import AgentActivities
+    from spindle.worker.activities.hitl import HitlActivities
+    from spindle.worker.activities.lifecycle import LifecycleActivities
+    from spindle.worker.activities.nodes import NodeActivities
 
     nodes = NodeActivities(bus, archive)
     agent = AgentActivities(bus, archive, llm)

@@ -4,7 +4,7 @@ The workflow keeps the conversation and runs one ``llm_turn`` per model turn and
 one ``tool_call`` per tool the model asks for (in parallel). A turn that calls
 tools posts THOUGHT; the final turn posts ANSWER and archives the node's report.
 While the model writes, its tokens are posted as STREAMING_CHUNK messages with
-the activity's id (``worker.activities.chunk_poster``), which the THOUGHT/ANSWER
+the activity's id (``spindle.worker.activities.chunk_poster``), which the THOUGHT/ANSWER
 of the same id supersedes.
 """
 
@@ -18,14 +18,24 @@ import orjson
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from shared.logging_setup import bind_activity_log_context
-from shared.messages import AgentMessageType
-from shared.node_params import AgentParams
-from shared.run_models import NodeStatus
-from shared.settings import get_settings
-from worker.activities.chunk_poster import ChunkPoster
-from worker.activities.heartbeat import heartbeating
-from worker.activities.models import (
+from spindle.shared.contracts.messages import AgentMessageType
+from spindle.shared.contracts.runs import NodeStatus
+from spindle.shared.graphs.node_params import AgentParams
+from spindle.shared.platform.logging_setup import bind_activity_log_context
+from spindle.shared.platform.settings import get_settings
+from spindle.worker.activities.chunk_poster import ChunkPoster
+from spindle.worker.activities.heartbeat import heartbeating
+from spindle.worker.activities.params import invalid_params, resolve_params, validate_params
+from spindle.worker.activities.poster import MessagePoster
+from spindle.worker.activities.recorder import (
+    RunRecorder,
+    build_report,
+    elapsed_ms_since,
+    input_envelope,
+    output_envelope,
+)
+from spindle.worker.activities.task_sync import TaskSync
+from spindle.worker.contracts import (
     LLM_TURN,
     TOOL_CALL,
     ChatMessage,
@@ -35,17 +45,7 @@ from worker.activities.models import (
     ToolCallInput,
     ToolCallResult,
 )
-from worker.activities.params import invalid_params, resolve_params, validate_params
-from worker.activities.poster import MessagePoster
-from worker.activities.recorder import (
-    RunRecorder,
-    build_report,
-    elapsed_ms_since,
-    input_envelope,
-    output_envelope,
-)
-from worker.activities.task_sync import TaskSync
-from worker.llm.base import (
+from spindle.worker.llm.base import (
     LlmAuthenticationError,
     LlmProvider,
     LlmRequest,
@@ -54,15 +54,15 @@ from worker.llm.base import (
     ToolSpec,
     stream_events,
 )
-from worker.llm.chunk_batcher import ChunkBatcher
-from worker.llm.prompting import with_opening
-from worker.llm.token_relay import relay_tokens
-from worker.tools import ToolError, get_tool
-from worker.workflows.workstream_tools import WORKSTREAM_TOOL_SPECS
+from spindle.worker.llm.chunk_batcher import ChunkBatcher
+from spindle.worker.llm.prompting import with_opening
+from spindle.worker.llm.token_relay import relay_tokens
+from spindle.worker.tools import ToolError, get_tool
+from spindle.worker.workflows.workstreams.parent_tools import WORKSTREAM_TOOL_SPECS
 
 if TYPE_CHECKING:
-    from shared.archive import RunArchive
-    from shared.bus import MessageBus
+    from spindle.shared.bus.message_bus import MessageBus
+    from spindle.shared.store.archive import RunArchive
 
 logger = logging.getLogger(__name__)
 

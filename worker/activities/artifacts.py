@@ -1,7 +1,7 @@
 """``merge_child_artifacts``: a finished workstream's artifacts join its parent's.
 
 A child's ``out/x`` and ``files/x`` become the parent's ``files/<launch_id>/x``
-(``shared.workstream_models.merged_artifact_name``); other names stay with the
+(``spindle.shared.contracts.workstreams.merged_artifact_name``); other names stay with the
 child. Both runs belong to the same tenant. The copy is idempotent: a file the
 parent already holds with the same content is not copied again, so a retried
 activity (or a replayed parent) merges each artifact once.
@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
 
-from shared.errors import NotFound
-from shared.file_store import FileStore
-from shared.workstream_models import merged_artifact_name
-from worker.activities.models import MERGE_CHILD_ARTIFACTS, ArtifactMerge, MergedArtifacts
+from spindle.shared.contracts.errors import NotFound
+from spindle.shared.contracts.workstreams import merged_artifact_name
+from spindle.shared.store.file_store import FileStore
+from spindle.worker.contracts import MERGE_CHILD_ARTIFACTS, ArtifactMerge, MergedArtifacts
 
 if TYPE_CHECKING:
-    from shared.archive import RunArchive
-    from shared.file_store import StoredFile
+    from spindle.shared.store.archive import RunArchive
+    from spindle.shared.store.file_store import StoredFile
 
 logger = logging.getLogger(__name__)
 

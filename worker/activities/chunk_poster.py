@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
 
-from shared.bus import stream_key
-from shared.messages import AgentMessageType, create_compact_message
+from spindle.shared.bus.message_bus import stream_key
+from spindle.shared.contracts.messages import AgentMessageType, create_compact_message
 
 if TYPE_CHECKING:
-    from worker.activities.poster import MessagePoster
+    from spindle.worker.activities.poster import MessagePoster
 
 logger = logging.getLogger(__name__)
 

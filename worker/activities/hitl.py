@@ -13,10 +13,19 @@ from typing import TYPE_CHECKING
 import orjson
 from temporalio import activity
 
-from shared.logging_setup import bind_activity_log_context
-from shared.messages import AgentMessageType
-from shared.run_models import NodeStatus, RunStatus
-from worker.activities.models import (
+from spindle.shared.contracts.messages import AgentMessageType
+from spindle.shared.contracts.runs import NodeStatus, RunStatus
+from spindle.shared.platform.logging_setup import bind_activity_log_context
+from spindle.worker.activities.poster import MessagePoster
+from spindle.worker.activities.recorder import (
+    RunRecorder,
+    build_report,
+    elapsed_ms_since,
+    input_envelope,
+    output_envelope,
+)
+from spindle.worker.activities.task_sync import TaskSync
+from spindle.worker.contracts import (
     ACCEPT_INPUT,
     REQUEST_INPUT,
     Empty,
@@ -24,19 +33,10 @@ from worker.activities.models import (
     InputRequest,
     NodeOutcome,
 )
-from worker.activities.poster import MessagePoster
-from worker.activities.recorder import (
-    RunRecorder,
-    build_report,
-    elapsed_ms_since,
-    input_envelope,
-    output_envelope,
-)
-from worker.activities.task_sync import TaskSync
 
 if TYPE_CHECKING:
-    from shared.archive import RunArchive
-    from shared.bus import MessageBus
+    from spindle.shared.bus.message_bus import MessageBus
+    from spindle.shared.store.archive import RunArchive
 
 
 class HitlActivities:

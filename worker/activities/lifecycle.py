@@ -6,17 +6,17 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
 
-from shared import metrics
-from shared.messages import AgentMessageType
-from shared.run_models import RunStatus
-from worker.activities.models import FINISH_RUN, POST_MESSAGE, Empty, RunFinish, RunNotice
-from worker.activities.poster import MessagePoster
-from worker.activities.recorder import RunRecorder, summarize
-from worker.activities.task_sync import TaskSync
+from spindle.shared.contracts.messages import AgentMessageType
+from spindle.shared.contracts.runs import RunStatus
+from spindle.shared.platform import metrics
+from spindle.worker.activities.poster import MessagePoster
+from spindle.worker.activities.recorder import RunRecorder, summarize
+from spindle.worker.activities.task_sync import TaskSync
+from spindle.worker.contracts import FINISH_RUN, POST_MESSAGE, Empty, RunFinish, RunNotice
 
 if TYPE_CHECKING:
-    from shared.archive import RunArchive
-    from shared.bus import MessageBus
+    from spindle.shared.bus.message_bus import MessageBus
+    from spindle.shared.store.archive import RunArchive
 
 
 class LifecycleActivities:

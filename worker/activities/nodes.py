@@ -15,27 +15,27 @@ from typing import TYPE_CHECKING, Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from shared.envelope import NodeMessage
-from shared.errors import ExecutorNotFound
-from shared.logging_setup import bind_activity_log_context
-from shared.run_models import NodeStatus
-from worker.activities.heartbeat import heartbeating
-from worker.activities.models import EXECUTE_NODE, NodeExecution, NodeOutcome
-from worker.activities.params import resolve_params, validate_params
-from worker.activities.poster import MessagePoster
-from worker.activities.recorder import (
+from spindle.shared.contracts.errors import ExecutorNotFound
+from spindle.shared.contracts.runs import NodeStatus
+from spindle.shared.platform.logging_setup import bind_activity_log_context
+from spindle.worker.activities.heartbeat import heartbeating
+from spindle.worker.activities.params import resolve_params, validate_params
+from spindle.worker.activities.poster import MessagePoster
+from spindle.worker.activities.recorder import (
     NodeStartRecord,
     RunRecorder,
     build_report,
     input_envelope,
     output_envelope,
 )
-from worker.activities.task_sync import TaskSync
-from worker.registry import NodeContext, NodeResult, get_node_type
+from spindle.worker.activities.task_sync import TaskSync
+from spindle.worker.contracts import EXECUTE_NODE, NodeExecution, NodeOutcome
+from spindle.worker.envelope import NodeMessage
+from spindle.worker.registry import NodeContext, NodeResult, get_node_type
 
 if TYPE_CHECKING:
-    from shared.archive import RunArchive
-    from shared.bus import MessageBus
+    from spindle.shared.bus.message_bus import MessageBus
+    from spindle.shared.store.archive import RunArchive
 
 logger = logging.getLogger(__name__)
 

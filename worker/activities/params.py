@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from temporalio.exceptions import ApplicationError
 
-from shared.expressions import ExpressionError, evaluate, render_template
-from shared.graph_spec import NodeSpec
+from spindle.shared.contracts.graph_spec import NodeSpec
+from spindle.shared.graphs.expressions import ExpressionError, evaluate, render_template
 
 INVALID_PARAMS = "InvalidParams"
 M = TypeVar("M", bound=BaseModel)

@@ -8,7 +8,7 @@ announces itself first with one RESTARTING message per attempt.
 A message larger than ``Settings.max_message_bytes`` is cut to fit (its text
 ends with "… [truncated N bytes]") rather than failing the node. Archiving the
 posted messages never fails the node either: what MongoDB cannot take now waits
-in the archive outbox (``shared.archive_outbox``) until it can.
+in the archive outbox (``spindle.worker.archive_outbox``) until it can.
 """
 
 from __future__ import annotations
@@ -18,17 +18,17 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
 
-from shared.archive_outbox import SaveMessages, archive_write
-from shared.bus import PostResult, StoredMessage
-from shared.messages import AgentMessageType, create_compact_message, cut_to_size
-from shared.settings import get_settings
-from shared.telemetry import current_trace_ids
-from worker.activities.models import RunRef
+from spindle.shared.bus.message_bus import PostResult, StoredMessage
+from spindle.shared.contracts.messages import AgentMessageType, create_compact_message, cut_to_size
+from spindle.shared.platform.settings import get_settings
+from spindle.shared.platform.telemetry import current_trace_ids
+from spindle.worker.archive_outbox import SaveMessages, archive_write
+from spindle.worker.contracts import RunRef
 
 if TYPE_CHECKING:
-    from shared.archive import RunArchive
-    from shared.archive_outbox import ArchiveOutbox
-    from shared.bus import MessageBus
+    from spindle.shared.bus.message_bus import MessageBus
+    from spindle.shared.store.archive import RunArchive
+    from spindle.worker.archive_outbox import ArchiveOutbox
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 MongoDB keeps what must outlive Redis, but a node never fails because MongoDB
 is down: a write MongoDB cannot take now goes to the archive outbox in Redis
-(``shared.archive_outbox``), which the worker's catch-up loop replays once
+(``spindle.worker.archive_outbox``), which the worker's catch-up loop replays once
 MongoDB answers; without an outbox, the write is logged and dropped.
 """
 
@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from temporalio import activity
 
-from shared import metrics
-from shared.archive_outbox import UpdateRun, archive_write
-from shared.envelope import NodeMessage, NodeMessageMeta, TraceStep
-from shared.run_models import NodeReport, NodeStatus
-from shared.run_trace_archive import (
+from spindle.shared.contracts.runs import NodeReport, NodeStatus
+from spindle.shared.platform import metrics
+from spindle.shared.platform.settings import get_settings
+from spindle.shared.platform.telemetry import annotate_node_span, current_trace_ids, item_count
+from spindle.shared.store.run_trace import (
     NodeFinished,
     NodeStarted,
     TraceEntry,
@@ -30,13 +30,13 @@ from shared.run_trace_archive import (
     bounded_output,
     port_key,
 )
-from shared.settings import get_settings
-from shared.telemetry import annotate_node_span, current_trace_ids, item_count
-from worker.activities.models import NodeExecution, RunRef
+from spindle.worker.archive_outbox import UpdateRun, archive_write
+from spindle.worker.contracts import NodeExecution, RunRef
+from spindle.worker.envelope import NodeMessage, NodeMessageMeta, TraceStep
 
 if TYPE_CHECKING:
-    from shared.archive import RunArchive
-    from shared.archive_outbox import ArchiveOutbox
+    from spindle.shared.store.archive import RunArchive
+    from spindle.worker.archive_outbox import ArchiveOutbox
 
 logger = logging.getLogger(__name__)
 
@@ -245,7 +245,7 @@ class RunRecorder:
     Args:
         archive: the archive (None: archiving is off).
         outbox: where writes MongoDB cannot take wait; default: the outbox
-            attached to ``archive`` (see ``shared.archive_outbox.attach_outbox``).
+            attached to ``archive`` (see ``spindle.worker.archive_outbox.attach_outbox``).
     """
 
     def __init__(self, archive: RunArchive | None, outbox: ArchiveOutbox | None = None) -> None:

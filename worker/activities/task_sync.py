@@ -13,14 +13,14 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from shared.task_graph import TaskRunMeta, node_id_of, task_run_meta
-from shared.task_store import TaskStore, from_document
-from shared.task_tracking import TaskTracker
-from worker.activities.models import NodeExecution, RunRef
+from spindle.shared.graphs.task_tree import TaskRunMeta, node_id_of, task_run_meta
+from spindle.shared.tasks.store import TaskStore, from_document
+from spindle.shared.tasks.tracking import TaskTracker
+from spindle.worker.contracts import NodeExecution, RunRef
 
 if TYPE_CHECKING:
-    from shared.archive import RunArchive
-    from shared.bus import MessageBus
+    from spindle.shared.bus.message_bus import MessageBus
+    from spindle.shared.store.archive import RunArchive
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """``finish_workstream``: a child workstream's result artifact and closing message.
 
-A child (``worker.workflows.workstream.Workstream``) posts to its parent's
+A child (``spindle.worker.workflows.workstreams.child_workflow.Workstream``) posts to its parent's
 stream with its own ``workstream_id`` (the compact ``w``). When it ends it
 stores its answer as the artifact ``out/result.md`` of its OWN workflow id (the
 parent merges ``out/`` and ``files/`` into ``files/<launch_id>/``), then posts
@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
 
-from shared.file_store import FileStore
-from shared.messages import AgentMessageType
-from shared.workstream_models import WorkstreamState
-from worker.activities.models import FINISH_WORKSTREAM, WorkstreamFinish, WorkstreamFinished
-from worker.activities.poster import MessagePoster
-from worker.activities.recorder import summarize
+from spindle.shared.contracts.messages import AgentMessageType
+from spindle.shared.contracts.workstreams import WorkstreamState
+from spindle.shared.store.file_store import FileStore
+from spindle.worker.activities.poster import MessagePoster
+from spindle.worker.activities.recorder import summarize
+from spindle.worker.contracts import FINISH_WORKSTREAM, WorkstreamFinish, WorkstreamFinished
 
 if TYPE_CHECKING:
-    from shared.archive import RunArchive
-    from shared.bus import MessageBus
+    from spindle.shared.bus.message_bus import MessageBus
+    from spindle.shared.store.archive import RunArchive
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from importlib import resources
 
-from shared.graph_spec import GraphSpec, parse_graph
+from spindle.shared.contracts.graph_spec import GraphSpec
+from spindle.shared.graphs.structure import parse_graph
 
 
 def example_texts() -> dict[str, str]:
@@ -26,6 +27,11 @@ def example_texts() -> dict[str, str]:
 def load_examples() -> list[GraphSpec]:
     """Every example graph, parsed, sorted by name."""
     return sorted((parse_graph(text) for text in example_texts().values()), key=lambda g: g.name)
+
+
+def examples_with_origin() -> list[tuple[str, GraphSpec]]:
+    """Every example graph as an (origin, graph) pair, ready for graph registration."""
+    return [(f"example '{spec.name}'", spec) for spec in load_examples()]
 
 
 def load_example(name: str) -> GraphSpec:

@@ -18,8 +18,8 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from pydantic import BaseModel, Field
 
-from shared.settings import Settings
-from worker.activities.models import ChatMessage
+from spindle.shared.platform.settings import Settings
+from spindle.worker.contracts import ChatMessage
 
 
 class ToolSpec(BaseModel):
@@ -120,7 +120,7 @@ class LlmConfigError(ValueError):
 
 class LlmAuthenticationError(RuntimeError):
     """The provider refused the credentials. Retrying cannot help: the class name
-    is a non-retryable error type of ``worker.policies.LLM_RETRY``."""
+    is a non-retryable error type of ``spindle.worker.policies.LLM_RETRY``."""
 
 
 class LlmRequestRejected(RuntimeError):
@@ -131,9 +131,9 @@ class LlmRequestRejected(RuntimeError):
 def provider_from_settings(settings: Settings) -> LlmProvider:
     """The provider named by ``settings.llm_provider`` (``offline`` needs nothing)."""
     if settings.llm_provider == "openai":
-        from worker.llm.openai_compat import OpenAICompatProvider
+        from spindle.worker.llm.openai_compat import OpenAICompatProvider
 
         return OpenAICompatProvider.from_settings(settings)
-    from worker.llm.offline import OfflineProvider
+    from spindle.worker.llm.offline import OfflineProvider
 
     return OfflineProvider(token_delay=settings.offline_token_delay_ms / 1000)

@@ -1,4 +1,4 @@
-"""Batching streamed LLM tokens into STREAMING_CHUNK texts (seed 002, DESIGN §3).
+"""Batching streamed LLM tokens into STREAMING_CHUNK texts (seed 002, docs/design.md §3).
 
 Tokens are collected in a buffer that is cut into a chunk when either
 

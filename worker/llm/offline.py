@@ -24,8 +24,8 @@ from typing import Any
 
 import orjson
 
-from worker.activities.models import ChatMessage, ToolCall
-from worker.llm.base import (
+from spindle.worker.contracts import ChatMessage, ToolCall
+from spindle.worker.llm.base import (
     LlmRequest,
     LlmResponse,
     LlmStreamEvent,

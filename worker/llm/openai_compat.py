@@ -21,9 +21,9 @@ import openai
 import orjson
 from openai import AsyncOpenAI
 
-from shared.settings import Settings
-from worker.activities.models import ChatMessage, ToolCall
-from worker.llm.base import (
+from spindle.shared.platform.settings import Settings
+from spindle.worker.contracts import ChatMessage, ToolCall
+from spindle.worker.llm.base import (
     LlmAuthenticationError,
     LlmConfigError,
     LlmRequest,

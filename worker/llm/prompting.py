@@ -10,8 +10,8 @@ from typing import Any
 
 import orjson
 
-from shared.node_params import AgentParams
-from worker.activities.models import ChatMessage
+from spindle.shared.graphs.node_params import AgentParams
+from spindle.worker.contracts import ChatMessage
 
 
 def default_prompt(state: dict[str, Any]) -> str:

@@ -19,8 +19,8 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from worker.llm.base import LlmResponse, LlmStreamEvent, TextDelta
-from worker.llm.chunk_batcher import ChunkBatcher
+from spindle.worker.llm.base import LlmResponse, LlmStreamEvent, TextDelta
+from spindle.worker.llm.chunk_batcher import ChunkBatcher
 
 ChunkSink = Callable[[str, bool], Awaitable[None]]
 """Called with (chunk text, is the last chunk) for each chunk, in order."""
@@ -38,54 +38,77 @@ async def relay_tokens(
         RuntimeError: the stream ended without an ``LlmResponse``.
         Exception: whatever the provider's stream or the sink raises.
     """
-    response: LlmResponse | None = None
-    queued: list[str] = []
-    posted = False
-    next_event: asyncio.Future[LlmStreamEvent] | None = None
+    relay = _Relay(events, batcher, sink)
     try:
-        while True:
-            if next_event is None:
-                next_event = asyncio.ensure_future(anext(events))
-                # One turn of the loop: an event that is already there is read
-                # before anything is posted.
-                await asyncio.sleep(0)
-            if not next_event.done():
-                if queued:
-                    for text in queued:
-                        await sink(text, False)
-                    queued.clear()
-                    posted = True
-                    continue  # the post took time: look at the event again
-                deadline = batcher.deadline()
-                if deadline is None:
-                    await asyncio.wait({next_event})
-                else:
-                    await asyncio.wait({next_event}, timeout=max(0.0, deadline - batcher.clock()))
-                    if not next_event.done():
-                        queued += batcher.due()
-                        continue
-            try:
-                event = next_event.result()
-            except StopAsyncIteration:
-                break
-            next_event = None
-            if isinstance(event, TextDelta):
-                queued += batcher.add(event.text)
-            elif isinstance(event, LlmResponse):
-                response = event
+        response = await relay.read_all()
     finally:
-        if next_event is not None and not next_event.done():
-            next_event.cancel()
-            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
-                await next_event
-        closing = getattr(events, "aclose", None)
-        if closing is not None:
-            await closing()
+        await relay.close()
     if response is None:
         raise RuntimeError("the LLM stream ended without a response")
     last = batcher.finish()
-    if posted:
-        for text in queued:
+    if relay.posted:
+        for text in relay.queued:
             await sink(text, False)
         await sink(last or "", True)
     return response
+
+
+class _Relay:
+    """The state of one relay: the event being awaited and the chunks not yet posted."""
+
+    def __init__(
+        self, events: AsyncIterator[LlmStreamEvent], batcher: ChunkBatcher, sink: ChunkSink
+    ) -> None:
+        self.events = events
+        self.batcher = batcher
+        self.sink = sink
+        self.queued: list[str] = []
+        self.posted = False
+        self.pending: asyncio.Future[LlmStreamEvent] | None = None
+
+    async def read_all(self) -> LlmResponse | None:
+        """Read every event; the last ``LlmResponse`` seen is the answer."""
+        response: LlmResponse | None = None
+        while True:
+            ready = await self._next_event()
+            self.pending = None
+            try:
+                event = ready.result()
+            except StopAsyncIteration:
+                return response
+            if isinstance(event, TextDelta):
+                self.queued += self.batcher.add(event.text)
+            elif isinstance(event, LlmResponse):
+                response = event
+
+    async def _next_event(self) -> asyncio.Future[LlmStreamEvent]:
+        """Wait for the next event, posting chunks that fall due meanwhile."""
+        while True:
+            if self.pending is None:
+                self.pending = asyncio.ensure_future(anext(self.events))
+                # One turn of the loop: an event that is already there is read
+                # before anything is posted.
+                await asyncio.sleep(0)
+            if self.pending.done():
+                return self.pending
+            if self.queued:
+                for text in self.queued:
+                    await self.sink(text, False)
+                self.queued.clear()
+                self.posted = True
+                continue  # the post took time: look at the event again
+            deadline = self.batcher.deadline()
+            timeout = None if deadline is None else max(0.0, deadline - self.batcher.clock())
+            await asyncio.wait({self.pending}, timeout=timeout)
+            if not self.pending.done():
+                self.queued += self.batcher.due()
+
+    async def close(self) -> None:
+        """Cancel the event still awaited and close the provider's stream."""
+        if self.pending is not None and not self.pending.done():
+            self.pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                await self.pending
+        closing = getattr(self.events, "aclose", None)
+        if closing is not None:
+            await closing()

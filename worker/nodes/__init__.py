@@ -1,8 +1,8 @@
 """Built-in node types run by ``execute_node``: ``tool``, ``router``, ``output``.
 
-Importing this package registers them (see ``worker.registry``).
+Importing this package registers them (see ``spindle.worker.registry``).
 """
 
-from worker.nodes import output, router, tool
+from spindle.worker.nodes import output, router, tool
 
 __all__ = ["output", "router", "tool"]

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from shared.expressions import ExpressionError, evaluate, render_template
-from shared.messages import AgentMessageType
-from shared.node_params import OutputParams
-from worker.activities.params import invalid_params
-from worker.registry import NodeContext, NodeResult, node_type
+from spindle.shared.contracts.messages import AgentMessageType
+from spindle.shared.graphs.expressions import ExpressionError, evaluate, render_template
+from spindle.shared.graphs.node_params import OutputParams
+from spindle.worker.activities.params import invalid_params
+from spindle.worker.registry import NodeContext, NodeResult, node_type
 
 
 @node_type("output", params=OutputParams)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.expressions import ExpressionError, evaluate, is_truthy
-from shared.messages import AgentMessageType
-from shared.node_params import RouterParams
-from worker.activities.params import invalid_params
-from worker.registry import NodeContext, NodeResult, node_type
+from spindle.shared.contracts.messages import AgentMessageType
+from spindle.shared.graphs.expressions import ExpressionError, evaluate, is_truthy
+from spindle.shared.graphs.node_params import RouterParams
+from spindle.worker.activities.params import invalid_params
+from spindle.worker.registry import NodeContext, NodeResult, node_type
 
 
 @node_type("router", params=RouterParams)

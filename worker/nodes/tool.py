@@ -6,12 +6,12 @@ from typing import Any
 
 from temporalio.exceptions import ApplicationError
 
-from shared.messages import AgentMessageType
-from shared.node_params import ToolParams
-from worker.activities.params import invalid_params
-from worker.activities.recorder import summarize
-from worker.registry import NodeContext, NodeResult, node_type
-from worker.tools import ToolError, get_tool
+from spindle.shared.contracts.messages import AgentMessageType
+from spindle.shared.graphs.node_params import ToolParams
+from spindle.worker.activities.params import invalid_params
+from spindle.worker.activities.recorder import summarize
+from spindle.worker.registry import NodeContext, NodeResult, node_type
+from spindle.worker.tools import ToolError, get_tool
 
 
 @node_type("tool", params=ToolParams, templates=("args",))

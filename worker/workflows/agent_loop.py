@@ -5,7 +5,7 @@ model asked for (the calls of one turn run in parallel), until the model answers
 without tool calls or ``max_turns`` is reached. The conversation lives in the
 workflow: only the turns' own messages (assistant replies and tool results); the
 ``llm_turn`` activity prepends the system/user opening it derives from the node's
-params and the state (``worker.llm.prompting.with_opening``), so the history stays
+params and the state (``spindle.worker.llm.prompting.with_opening``), so the history stays
 small and both sides build the same opening.
 
 The same loop serves ``agent`` nodes (``run_agent``) and workstreams
@@ -34,10 +34,10 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from shared.node_params import AgentParams
-    from shared.run_models import NodeReport, NodeStatus
-    from worker import policies
-    from worker.activities.models import (
+    from spindle.shared.contracts.runs import NodeReport, NodeStatus
+    from spindle.shared.graphs.node_params import AgentParams
+    from spindle.worker import policies
+    from spindle.worker.contracts import (
         LLM_TURN,
         TOOL_CALL,
         ChatMessage,

@@ -1,10 +1,10 @@
 """``GraphRun``: one durable run of a graph.
 
-The workflow decides what runs (``worker.workflows.scheduler``) and runs each node
+The workflow decides what runs (``spindle.worker.workflows.scheduler``) and runs each node
 as activities: ``execute_node`` for tool/router/output/custom nodes, an LLM loop
-for ``agent`` nodes (``worker.workflows.agent_loop``), and ask → wait for a valid
+for ``agent`` nodes (``spindle.worker.workflows.agent_loop``), and ask → wait for a valid
 ``UserInput`` update → accept for ``prompt`` nodes. Workstreams (child runs) are
-``worker.workflows.workstream_supervisor``'s; the run ends after its children.
+``spindle.worker.workflows.workstreams.parent_supervisor``'s; the run ends after its children.
 Activities post every message and write every archive record; the workflow
 itself does no I/O.
 
@@ -23,12 +23,9 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError, RetryState
 
 with workflow.unsafe.imports_passed_through():
-    from shared.errors import InputInvalid
-    from shared.expressions import ExpressionError
-    from shared.hitl import resolve_answer
-    from shared.messages import AgentMessageType
-    from shared.node_params import PromptParams, default_ui_schema
-    from shared.run_models import (
+    from spindle.shared.contracts.errors import InputInvalid
+    from spindle.shared.contracts.messages import AgentMessageType
+    from spindle.shared.contracts.runs import (
         DESCRIBE_QUERY,
         GRAPH_RUN_WORKFLOW,
         USER_INPUT_UPDATE,
@@ -42,8 +39,11 @@ with workflow.unsafe.imports_passed_through():
         SignalAck,
         UserInput,
     )
-    from worker import policies
-    from worker.activities.models import (
+    from spindle.shared.graphs.expressions import ExpressionError
+    from spindle.shared.graphs.node_params import PromptParams, default_ui_schema
+    from spindle.worker import policies
+    from spindle.worker.activities.params import resolve_params, validate_params
+    from spindle.worker.contracts import (
         ACCEPT_INPUT,
         EXECUTE_NODE,
         FINISH_RUN,
@@ -57,12 +57,12 @@ with workflow.unsafe.imports_passed_through():
         RunNotice,
         RunRef,
     )
-    from worker.activities.params import resolve_params, validate_params
-    from worker.workflows.agent_loop import run_agent
-    from worker.workflows.scheduler import Activation, Advance, GraphScheduler
-    from worker.workflows.workstream_handlers import WorkstreamHandlers
-    from worker.workflows.workstream_supervisor import WorkstreamSupervisor
-    from worker.workflows.workstream_tools import offered_tools, workstream_toolbox
+    from spindle.worker.hitl import resolve_answer
+    from spindle.worker.workflows.agent_loop import run_agent
+    from spindle.worker.workflows.scheduler import Activation, Advance, GraphScheduler
+    from spindle.worker.workflows.workstreams.parent_handlers import WorkstreamHandlers
+    from spindle.worker.workflows.workstreams.parent_supervisor import WorkstreamSupervisor
+    from spindle.worker.workflows.workstreams.parent_tools import offered_tools, workstream_toolbox
 
 NODE_FAILED = "NodeFailed"
 NOT_WAITING = "NotWaiting"

@@ -9,7 +9,7 @@ Rules:
   its ``from_port`` is unset or among the node's ports, and its ``when`` is unset or
   JMESPath-truthy over the run state.
 - Forward edges (every edge that does not close a cycle, see
-  ``shared.graph_spec.find_back_edges``) have join semantics: a node runs once all
+  ``spindle.shared.contracts.graph_spec.find_back_edges``) have join semantics: a node runs once all
   its forward incoming edges are resolved and at least one was taken. If none was
   taken the node is SKIPPED and its outgoing edges resolve as not taken, so skips
   propagate downstream.
@@ -31,8 +31,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from shared.expressions import evaluate, is_truthy
-from shared.graph_spec import EdgeSpec, GraphSpec, find_back_edges
+from spindle.shared.contracts.graph_spec import EdgeSpec, GraphSpec
+from spindle.shared.graphs.expressions import evaluate, is_truthy
+from spindle.shared.graphs.structure import find_back_edges
 
 # Safety net for graphs that were not validated: validation refuses unbounded
 # cycles, but a run must never loop forever because of a bad spec.
@@ -143,7 +144,7 @@ class GraphScheduler:
 
         Raises:
             ValueError: the node is not running.
-            shared.expressions.ExpressionError: a ``when`` cannot be evaluated.
+            spindle.shared.graphs.expressions.ExpressionError: a ``when`` cannot be evaluated.
         """
         if self._state.get(node_id) is not NodeState.RUNNING:
             raise ValueError(f"node '{node_id}' is not running")

@@ -1,0 +1,1 @@
+"""The REST API: dependencies, request and response models, and one router per resource."""

@@ -1,0 +1,165 @@
+"""Request and response bodies of the REST routes (all pydantic, all in OpenAPI)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from spindle.shared.contracts.runs import NodeReport, PendingInput
+from spindle.shared.store.archive import RunRecord
+
+
+class StartRunRequest(BaseModel):
+    """Start a graph run: a registered graph by name, or an inline spec."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"graph": "approval-flow", "input": {"topic": "Q3 budget"}},
+            ]
+        },
+    )
+
+    graph: str | None = Field(
+        None, min_length=1, max_length=128, description="name of a registered graph"
+    )
+    graph_spec: dict[str, Any] | None = Field(
+        None, description="an inline graph spec (JSON Schema at GET /graphs/schema)"
+    )
+    input: Any = Field(None, description="run input, checked against the graph's input_schema")
+    context: dict[str, Any] = Field(default_factory=dict, description="shared run context")
+    meta: dict[str, Any] = Field(
+        default_factory=dict, description="metadata propagated from node to node"
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one_graph(self) -> StartRunRequest:
+        if (self.graph is None) == (self.graph_spec is None):
+            raise ValueError("give exactly one of 'graph' (a registered name) or 'graph_spec'")
+        return self
+
+
+class StartRunResponse(BaseModel):
+    """Where to follow the run that was just started."""
+
+    workflow_id: str
+    run_id: str
+    stream_url: str = Field(description="SSE stream of the run's messages")
+    updates_url: str = Field(description="the run's message history (gzip JSON)")
+    status_url: str
+    temporal_ui_url: str
+
+
+class RunList(BaseModel):
+    runs: list[RunRecord]
+    total: int
+    limit: int
+    offset: int
+
+
+class RunDetail(BaseModel):
+    """A run as Temporal, the running workflow and the archive know it."""
+
+    workflow_id: str
+    run_id: str | None = None
+    graph_name: str | None = None
+    tenant_id: str | None = None
+    status: str = Field(description="running, paused, completed, failed, canceled, ...")
+    temporal_status: str | None = Field(None, description="Temporal's execution status")
+    current_nodes: list[str] = Field(default_factory=list)
+    pending_input: PendingInput | None = None
+    node_reports: list[NodeReport] = Field(default_factory=list)
+    input: Any = None
+    context: dict[str, Any] | None = None
+    output: Any = None
+    error: str | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    closed_at: datetime | None = None
+    temporal_ui_url: str | None = None
+    stream_url: str | None = None
+    updates_url: str | None = None
+
+
+class Accepted(BaseModel):
+    """An operation was accepted and will happen asynchronously."""
+
+    status: Literal["accepted"] = "accepted"
+    message: str
+    workflow_id: str
+
+
+class MessagesPage(BaseModel):
+    """The stored messages of a run (compact wire format, seed 002)."""
+
+    messages: list[dict[str, Any]] = Field(
+        description="CompactMessage objects: t, m?, w?, d?, f?, ts, i?"
+    )
+
+
+class GraphSummary(BaseModel):
+    name: str
+    version: str
+    description: str
+    entry: str
+    node_count: int
+    node_types: list[str]
+
+
+class GraphList(BaseModel):
+    graphs: list[GraphSummary]
+
+
+class HealthStatus(BaseModel):
+    status: Literal["ok"] = "ok"
+
+
+class CheckResult(BaseModel):
+    ok: bool
+    latency_ms: float
+    detail: str | None = None
+
+
+class ReadyStatus(BaseModel):
+    status: Literal["ready", "unavailable"]
+    checks: dict[str, CheckResult]
+
+
+class Problem(BaseModel):
+    """An error, as RFC 9457 problem details (``application/problem+json``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = Field("about:blank", description="always about:blank: the status says it all")
+    title: str = Field(description="the kind of error, e.g. 'Validation failed'")
+    status: int = Field(ge=400, le=599, description="the HTTP status, repeated")
+    detail: str = Field(description="what is wrong, naming the field, node and rule")
+    instance: str | None = Field(None, description="the request path")
+    errors: list[dict[str, Any]] | None = Field(
+        None,
+        description=(
+            "one entry per problem: where (`in`: body, query, path, header), `field`, "
+            "`node` for graphs, `rule` broken and `message`"
+        ),
+    )
+
+
+# One Server-Sent Event of a run's stream, as OpenAPI 3.1 documents the items of
+# ``text/event-stream`` (the routes' `content` entry uses it as the schema).
+SSE_EVENT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "data": {
+            "type": "string",
+            "contentMediaType": "application/json",
+            "description": "one CompactMessage as JSON: t, m?, w?, d?, f?, ts, i?",
+        },
+        "id": {"type": "string", "description": "the message's sequence number in its run"},
+        "event": {"type": "string", "description": "absent (the default 'message' event)"},
+        "retry": {"type": "integer", "description": "reconnection delay, in milliseconds"},
+    },
+    "required": ["data"],
+}

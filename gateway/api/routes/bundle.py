@@ -1,0 +1,153 @@
+"""``GET /runs/{workflow_id}/bundle``: everything about one run, in one JSON document.
+
+For support and debugging: attach the bundle to a bug report and the run can be
+read (and its Temporal history replayed) without access to the servers. The
+document has these parts:
+
+* ``run``: the run as ``GET /runs/{workflow_id}`` describes it;
+* ``messages``: its stored messages, the compact JSON ``/updates`` serves;
+* ``node_reports``: the archived node reports, with their inputs and outputs;
+* ``history``: the Temporal event history as JSON (``temporal history``'s
+  format, what ``Replayer`` reads), or null once Temporal no longer keeps it.
+
+* ``trace``: the run's NodeMessages (the ``run_trace`` collection), in order,
+  each with the ``traceId`` / ``spanId`` of the span that recorded it;
+* ``trace_ids``: the run's OpenTelemetry trace id (``run``) and, for each
+  archived message, the trace and span that posted it (``messages``: ``seq``,
+  ``traceId``, ``spanId``); empty when tracing was off.
+
+The history is returned whole, however long: a replay needs every event. A
+run of thousands of node executions makes a bundle of several megabytes.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+from fastapi import APIRouter
+from fastapi.responses import Response
+from pydantic import BaseModel, Field
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from spindle.gateway.api.deps import (
+    ArchiveDep,
+    BaseUrlDep,
+    BusDep,
+    ReadableRunDep,
+    SettingsDep,
+    TemporalDep,
+)
+from spindle.gateway.api.models import RunDetail
+from spindle.gateway.http.problems import temporal_error
+from spindle.gateway.runs.lookup import describe_run
+from spindle.gateway.streams.history import stored_messages
+from spindle.shared.store.archive import RunArchive
+from spindle.shared.store.run_trace import message_trace_ids, run_trace
+
+log = logging.getLogger(__name__)
+
+router = APIRouter(tags=["runs"])
+
+
+class RunBundle(BaseModel):
+    """The shape of a bundle (documentation: the route writes the bytes itself)."""
+
+    run: RunDetail
+    messages: list[dict[str, Any]] = Field(description="stored compact messages, in seq order")
+    node_reports: list[dict[str, Any]] = Field(
+        description="archived node reports with input and output"
+    )
+    history: dict[str, Any] | None = Field(
+        description="Temporal event history JSON; null when Temporal no longer has the run"
+    )
+    trace: list[dict[str, Any]] = Field(
+        description="the run's NodeMessages (seed 000), in order, with traceId / spanId"
+    )
+    trace_ids: dict[str, Any] = Field(
+        description="run: the run's trace id; messages: [{seq, traceId, spanId}] per message"
+    )
+
+
+@router.get(
+    "/runs/{workflow_id}/bundle",
+    summary="A run's description, messages, node reports and Temporal history in one JSON",
+    responses={
+        200: {"model": RunBundle, "description": "the run bundle"},
+        401: {"description": "missing or invalid credentials (problem+json)"},
+        404: {"description": "unknown run (problem+json)"},
+        503: {"description": "Temporal, Redis or MongoDB unavailable; retry (problem+json)"},
+    },
+)
+async def get_run_bundle(
+    workflow_id: str,
+    *,
+    run: ReadableRunDep,
+    temporal: TemporalDep,
+    bus: BusDep,
+    archive: ArchiveDep,
+    settings: SettingsDep,
+    base_url: BaseUrlDep,
+) -> Response:
+    detail = await describe_run(
+        workflow_id, temporal=temporal, archive=archive, settings=settings, base_url=base_url
+    )
+    messages = await stored_messages(
+        workflow_id, bus=bus, archive=archive if settings.archive_enabled else None
+    )
+    reports = await _node_reports(archive, workflow_id) if settings.archive_enabled else []
+    traced = await _trace(archive, workflow_id) if settings.archive_enabled else ([], {})
+    history = await _history(temporal, workflow_id)
+    # Stored messages already are compact JSON: splice their bytes in unparsed.
+    body = b"".join(
+        (
+            b'{"run":',
+            detail.model_dump_json(by_alias=True).encode(),
+            b',"messages":[',
+            b",".join(m.raw for m in messages),
+            b'],"node_reports":',
+            orjson.dumps(reports, default=str),
+            b',"history":',
+            orjson.dumps(history),
+            b',"trace":',
+            orjson.dumps(traced[0], default=str),
+            b',"trace_ids":',
+            orjson.dumps(traced[1]),
+            b"}",
+        )
+    )
+    return Response(body, media_type="application/json", headers={"Cache-Control": "no-store"})
+
+
+async def _node_reports(archive: RunArchive, workflow_id: str) -> list[dict[str, Any]]:
+    try:
+        return await archive.node_reports(workflow_id)
+    except Exception as exc:
+        log.warning("archive node reports of %s failed: %s", workflow_id, exc)
+        return []
+
+
+async def _trace(
+    archive: RunArchive, workflow_id: str
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    try:
+        record = await archive.get_run(workflow_id)
+        messages = await run_trace(archive, workflow_id)
+        posted = await message_trace_ids(archive, workflow_id)
+    except Exception as exc:
+        log.warning("archive trace of %s failed: %s", workflow_id, exc)
+        return [], {}
+    run_trace_id = record.trace_id if record is not None else None
+    return messages, {"run": run_trace_id, "messages": posted}
+
+
+async def _history(temporal: Client, workflow_id: str) -> dict[str, Any] | None:
+    try:
+        history = await temporal.get_workflow_handle(workflow_id).fetch_history()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return None  # past Temporal's retention: the archive still has the rest
+        raise temporal_error(exc) from exc
+    return history.to_json_dict()

@@ -1,0 +1,213 @@
+"""Forking a run: ``POST /runs/{workflow_id}/fork`` starts a new run of the same graph.
+
+The new run reuses the recorded outputs of the nodes that finished in the source
+run before ``from_node`` (they complete without an activity) and executes from
+``from_node`` on. The graph, input, context and meta come from the source
+workflow's start event in Temporal (so inline specs fork too); the outputs come
+from the archive's node reports, plus the outputs the source itself reused when
+it was a fork.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, status
+from pydantic import BaseModel, ConfigDict, Field
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from spindle.gateway.api.deps import (
+    ArchiveDep,
+    BaseUrlDep,
+    BusDep,
+    ControllableRunDep,
+    IdentityDep,
+    SettingsDep,
+    TemporalDep,
+)
+from spindle.gateway.api.models import StartRunResponse
+from spindle.gateway.http.problems import temporal_error
+from spindle.gateway.runs.starter import _record_start, _response, _start
+from spindle.gateway.runs.temporal import new_workflow_id
+from spindle.shared.contracts.errors import Conflict, NotFound, ValidationFailed
+from spindle.shared.contracts.graph_spec import GraphSpec
+from spindle.shared.contracts.runs import (
+    GRAPH_RUN_WORKFLOW,
+    GraphRunInput,
+    NodeStatus,
+    ReplayedNode,
+)
+from spindle.shared.platform import metrics
+from spindle.shared.store.archive import RunArchive
+
+router = APIRouter(tags=["runs"])
+
+# The output envelope's own meta fields; everything else in it is propagated metadata.
+ENVELOPE_META_KEYS = frozenset({"stepId", "status", "error", "userInputNeeded", "uiSchema"})
+
+FORK_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"description": "missing or invalid credentials (problem+json)"},
+    403: {"description": "may see the run but not control it (problem+json)"},
+    404: {"description": "unknown run (problem+json)"},
+    409: {
+        "description": "the source is not a graph run, or has no recorded node outputs "
+        "(problem+json)"
+    },
+    422: {"description": "from_node is not a node of the run's graph (problem+json)"},
+    503: {"description": "Temporal or MongoDB unavailable; retry (problem+json)"},
+}
+
+
+class ForkRequest(BaseModel):
+    """Where to fork from, and what to change."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    from_node: str = Field(..., min_length=1, max_length=128, description="first node to run")
+    state: dict[str, Any] = Field(
+        default_factory=dict,
+        description="edits merged into the recorded state: node id → output, or 'context'",
+    )
+    input: Any = Field(None, description="run input; default: the source run's input")
+
+
+@router.post(
+    "/runs/{workflow_id}/fork",
+    status_code=status.HTTP_201_CREATED,
+    response_model=StartRunResponse,
+    summary="Start a new run that reuses this run's outputs up to a node",
+    responses=FORK_RESPONSES,
+)
+async def fork_run(
+    body: ForkRequest,
+    run: ControllableRunDep,
+    *,
+    temporal: TemporalDep,
+    archive: ArchiveDep,
+    bus: BusDep,
+    settings: SettingsDep,
+    identity: IdentityDep,
+    base_url: BaseUrlDep,
+) -> StartRunResponse:
+    source = await _source_input(temporal, run.workflow_id)
+    graph = source.graph
+    if body.from_node not in {node.id for node in graph.nodes}:
+        raise ValidationFailed(
+            f"from_node '{body.from_node}' is not a node of graph '{graph.name}'",
+            errors=[{"field": "from_node", "reason": f"unknown node '{body.from_node}'"}],
+        )
+    recorded = await _recorded_outputs(archive, run.workflow_id)
+    recorded = {**source.replayed_outputs, **recorded}
+    if not recorded:
+        raise Conflict(f"run '{run.workflow_id}' has no recorded node outputs to reuse")
+    reused = {
+        node_id: output
+        for node_id, output in recorded.items()
+        if node_id in reusable_nodes(graph, body.from_node)
+    }
+    context = dict(source.context)
+    for key, value in body.state.items():
+        if key == "context" and isinstance(value, dict):
+            context.update(value)
+        elif key in reused:
+            reused[key] = reused[key].model_copy(update={"output": value})
+        else:
+            raise ValidationFailed(
+                f"state key '{key}' is neither 'context' nor a reused node",
+                errors=[{"field": f"state.{key}", "reason": f"reused: {sorted(reused)}"}],
+            )
+    run_input = source.model_copy(
+        update={
+            "input": body.input if "input" in body.model_fields_set else source.input,
+            "context": context,
+            "tenant_id": identity.tenant_id,
+            "user_id": identity.user_id,
+            "stream_id": None,
+            "workstream_id": "main",
+            "replayed_outputs": reused,
+            "fork_of": run.workflow_id,
+        }
+    )
+    workflow_id = new_workflow_id(identity.tenant_id, None)
+    try:
+        handle = await _start(temporal, run_input, workflow_id, settings, idempotent=False)
+    except RPCError as exc:
+        raise temporal_error(exc) from exc
+    run_id = handle.result_run_id or handle.first_execution_run_id or ""
+    response = _response(settings, base_url, workflow_id, run_id)
+    metrics.run_started()
+    await _record_start(
+        archive,
+        bus,
+        spec=graph,
+        run_input=run_input,
+        workflow_id=workflow_id,
+        run_id=run_id,
+        response=response,
+    )
+    return response
+
+
+def reusable_nodes(graph: GraphSpec, from_node: str) -> set[str]:
+    """Nodes whose recorded output a fork may reuse.
+
+    Every node except ``from_node`` and what is reachable from it (over any
+    edge, loops included), and except nodes with port-conditioned outgoing
+    edges: their chosen ports are not recorded, so they run again.
+    """
+    reachable = {from_node}
+    frontier = [from_node]
+    while frontier:
+        current = frontier.pop()
+        for edge in graph.edges:
+            if edge.from_ == current and edge.to not in reachable:
+                reachable.add(edge.to)
+                frontier.append(edge.to)
+    port_deciders = {edge.from_ for edge in graph.edges if edge.from_port is not None}
+    return {node.id for node in graph.nodes} - reachable - port_deciders
+
+
+async def _source_input(temporal: Client, workflow_id: str) -> GraphRunInput:
+    """The source run's ``GraphRunInput``, from its workflow start event."""
+    handle = temporal.get_workflow_handle(workflow_id)
+    try:
+        async for event in handle.fetch_history_events():
+            started = event.workflow_execution_started_event_attributes
+            if started.workflow_type.name != GRAPH_RUN_WORKFLOW:
+                # A workstream child (or any other workflow) has another input
+                # type: there is no graph to fork.
+                raise Conflict(
+                    f"run '{workflow_id}' is a {started.workflow_type.name} workflow; "
+                    "only graph runs can be forked"
+                )
+            decoded = await temporal.data_converter.decode(started.input.payloads, [GraphRunInput])
+            run_input = decoded[0]
+            assert isinstance(run_input, GraphRunInput)
+            return run_input
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            raise NotFound(f"run '{workflow_id}' was not found") from exc
+        raise temporal_error(exc) from exc
+    raise NotFound(f"run '{workflow_id}' was not found")
+
+
+async def _recorded_outputs(archive: RunArchive, workflow_id: str) -> dict[str, ReplayedNode]:
+    """Each node's recorded outcome in the source run; its latest successful visit wins."""
+    outcomes: dict[str, tuple[int, ReplayedNode]] = {}
+    for report in await archive.node_reports(workflow_id):
+        if report.get("status") != NodeStatus.SUCCESS.value:
+            continue
+        node_id, visit = str(report["node_id"]), int(report.get("visit") or 1)
+        if node_id in outcomes and visit < outcomes[node_id][0]:
+            continue
+        envelope = report.get("output")
+        envelope = envelope if isinstance(envelope, dict) else {}
+        meta = envelope.get("meta")
+        propagated = {
+            key: value
+            for key, value in (meta if isinstance(meta, dict) else {}).items()
+            if key not in ENVELOPE_META_KEYS
+        }
+        outcomes[node_id] = (visit, ReplayedNode(output=envelope.get("payload"), meta=propagated))
+    return {node_id: outcome for node_id, (_, outcome) in outcomes.items()}

@@ -1,0 +1,144 @@
+"""Signals to a run (seed 002's ``POST …/signal/{name}``).
+
+``UserInput`` is delivered as the Temporal Update of the same name, so the
+caller learns at once whether the answer was accepted: an invalid HITL answer
+is rejected by the workflow's update validator (422 naming the field; the run
+keeps waiting and nothing is written to its history), and an answer with no
+prompt pending is a 409.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body
+from temporalio.exceptions import ApplicationError
+
+from spindle.gateway.api.deps import (
+    ArchiveDep,
+    ControllableRunDep,
+    IdentityDep,
+    LimitsDep,
+    TemporalDep,
+)
+from spindle.gateway.runs.updates import execute_run_update
+from spindle.shared.contracts.errors import Conflict, InputInvalid, NotFound, SpindleError
+from spindle.shared.contracts.identity import Identity
+from spindle.shared.contracts.runs import USER_INPUT_UPDATE, SignalAck, UserInput
+
+log = logging.getLogger(__name__)
+
+router = APIRouter(tags=["signals"])
+
+SUPPORTED_SIGNALS = (USER_INPUT_UPDATE,)
+# A retried answer reuses its client_message_id, so its update id: no double answer.
+
+SIGNAL_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"description": "missing or invalid credentials (problem+json)"},
+    403: {"description": "only the run's owner or a run-control role may signal it"},
+    404: {"description": "unknown run or signal name (problem+json)"},
+    409: {"description": "the run is not waiting for input, or has finished (problem+json)"},
+    422: {"description": "the answer does not satisfy the prompt's schema (problem+json)"},
+    429: {"description": "the tenant sends signals too fast; retry after Retry-After"},
+    503: {"description": "Temporal unavailable or no worker answered in time (problem+json)"},
+}
+
+
+async def deliver_signal(
+    workflow_id: str,
+    name: str,
+    body: UserInput | None,
+    *,
+    identity: Identity,
+    temporal: TemporalDep,
+    archive: ArchiveDep,
+) -> SignalAck:
+    if name not in SUPPORTED_SIGNALS:
+        raise NotFound(
+            f"unknown signal '{name}'; supported: {', '.join(SUPPORTED_SIGNALS)}",
+            errors=[{"field": "name", "rule": "enum", "supported": list(SUPPORTED_SIGNALS)}],
+        )
+    # The answer carries who gave it, as authenticated: never what the body claims.
+    user_input = (body or UserInput()).model_copy(update={"user_id": identity.user_id})
+    update_id = (
+        f"input-{user_input.client_message_id}"
+        if user_input.client_message_id
+        else f"input-{uuid.uuid4().hex}"
+    )
+    return await execute_run_update(
+        temporal,
+        archive,
+        workflow_id=workflow_id,
+        name=USER_INPUT_UPDATE,
+        argument=user_input,
+        result_type=SignalAck,
+        update_id=update_id,
+        refused=lambda cause: _update_failure(workflow_id, cause),
+    )
+
+
+@router.post(
+    "/runs/{workflow_id}/{run_id}/signal/{name}",
+    response_model=SignalAck,
+    summary="Send a signal (UserInput: a message or a HITL answer)",
+    responses=SIGNAL_RESPONSES,
+)
+async def signal_run(
+    workflow_id: str,
+    run_id: str,
+    name: str,
+    *,
+    run: ControllableRunDep,
+    identity: IdentityDep,
+    limits: LimitsDep,
+    temporal: TemporalDep,
+    archive: ArchiveDep,
+    body: Annotated[UserInput | None, Body()] = None,
+) -> SignalAck:
+    await limits.check_signal(identity.tenant_id)
+    return await deliver_signal(
+        workflow_id, name, body, identity=identity, temporal=temporal, archive=archive
+    )
+
+
+@router.post(
+    "/runs/{workflow_id}/signal/{name}",
+    response_model=SignalAck,
+    summary="Send a signal to the run's current execution",
+    responses=SIGNAL_RESPONSES,
+)
+async def signal_workflow(
+    workflow_id: str,
+    name: str,
+    *,
+    run: ControllableRunDep,
+    identity: IdentityDep,
+    limits: LimitsDep,
+    temporal: TemporalDep,
+    archive: ArchiveDep,
+    body: Annotated[UserInput | None, Body()] = None,
+) -> SignalAck:
+    await limits.check_signal(identity.tenant_id)
+    return await deliver_signal(
+        workflow_id, name, body, identity=identity, temporal=temporal, archive=archive
+    )
+
+
+def _update_failure(workflow_id: str, cause: BaseException) -> SpindleError:
+    if isinstance(cause, ApplicationError):
+        if cause.type == "InputInvalid":
+            errors = _errors_of(cause)
+            return InputInvalid(cause.message or "the answer is invalid", errors=errors)
+        if cause.type == "NotWaiting":
+            return Conflict(cause.message or f"run '{workflow_id}' is not waiting for input")
+    log.error("UserInput update of %s failed: %r", workflow_id, cause)
+    return SpindleError(f"the run could not take the input: {cause}")
+
+
+def _errors_of(cause: ApplicationError) -> list[dict[str, Any]]:
+    for detail in cause.details:
+        if isinstance(detail, dict) and isinstance(detail.get("errors"), list):
+            return [e for e in detail["errors"] if isinstance(e, dict)]
+    return []

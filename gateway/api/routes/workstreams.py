@@ -1,0 +1,364 @@
+"""Workstreams of a run (seed 002, docs/design.md §5): launch, list, steer, message, terminate.
+
+A workstream is a child run its parent launches without waiting; it posts to
+the parent's stream with its own ``w`` (workstream id). The gateway never talks
+to a child: every call goes to the parent ``GraphRun`` as a Temporal update
+(launch, steer, message, terminate) or its ``workstreams`` query (list), so the
+parent's validators decide and the caller learns at once whether it was taken.
+
+Failures the parent reports as ``ApplicationError`` types of
+``spindle.shared.contracts.workstreams`` become problems: an unknown launch id is a 404, a
+finished (or non-interactive) workstream a 409, an invalid steer a 422. A
+finished or finishing run is a 409, and no worker or no Temporal a 503 with
+Retry-After.
+
+The list is the parent's query, which Temporal answers for an open run and,
+while a worker is up, for a closed one too (it replays the run's history).
+Once Temporal no longer keeps the run (past the namespace's retention), or for
+a run started before workstreams existed, the list is empty: the messages the
+workstreams posted stay in the run's history (``/updates``) and archive.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Path, status
+from temporalio.client import (
+    Client,
+    WorkflowQueryFailedError,
+)
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from spindle.gateway.api.deps import (
+    ArchiveDep,
+    ControllableRunDep,
+    IdentityDep,
+    LimitsDep,
+    ReadableRunDep,
+    TemporalDep,
+)
+from spindle.gateway.http.problems import temporal_error
+from spindle.gateway.runs.updates import execute_run_update
+from spindle.shared.contracts.errors import (
+    Conflict,
+    NotFound,
+    SpindleError,
+    Unavailable,
+    ValidationFailed,
+)
+from spindle.shared.contracts.workstreams import (
+    INVALID_STEER,
+    LAUNCH_WORKSTREAM_UPDATE,
+    MESSAGE_WORKSTREAM_UPDATE,
+    RUN_FINISHING,
+    STEER_WORKSTREAM_UPDATE,
+    TERMINATE_WORKSTREAM_UPDATE,
+    UNKNOWN_WORKSTREAM,
+    WORKSTREAM_FINISHED,
+    WORKSTREAM_NOT_INTERACTIVE,
+    WORKSTREAM_START_FAILED,
+    WORKSTREAMS_QUERY,
+    LaunchAck,
+    LaunchRequest,
+    MessageWorkstream,
+    SteerAck,
+    SteerRequest,
+    SteerWorkstream,
+    TerminateAck,
+    TerminateWorkstream,
+    WorkstreamInfo,
+    WorkstreamList,
+    WorkstreamMessageAck,
+    WorkstreamMessageRequest,
+)
+
+log = logging.getLogger(__name__)
+
+router = APIRouter(tags=["workstreams"])
+
+# A query needs a live worker; without one it would block until the deadline.
+QUERY_TIMEOUT = timedelta(seconds=5)
+
+LaunchId = Annotated[
+    str, Path(min_length=1, max_length=200, description="the workstream's launch id (ws-<n>)")
+]
+
+_COMMON: dict[int | str, dict[str, Any]] = {
+    401: {"description": "missing or invalid credentials (problem+json)"},
+    404: {"description": "unknown run or workstream, or another tenant's (problem+json)"},
+    503: {"description": "Temporal unavailable or no worker answered in time (problem+json)"},
+}
+_CONTROL: dict[int | str, dict[str, Any]] = {
+    **_COMMON,
+    403: {"description": "only the run's owner or a run-control role may do this"},
+    429: {"description": "the tenant sends signals too fast; retry after Retry-After"},
+}
+LAUNCH_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **_CONTROL,
+    409: {"description": "the run has finished (problem+json)"},
+    422: {"description": "invalid task or deadline (30..1800 s), naming the field"},
+}
+STEER_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **_CONTROL,
+    409: {"description": "the workstream or the run has finished (problem+json)"},
+    422: {"description": "unknown steer command, or text missing for it (problem+json)"},
+}
+MESSAGE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **_CONTROL,
+    409: {"description": "the workstream is not interactive, or has finished (problem+json)"},
+}
+TERMINATE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **_CONTROL,
+    409: {"description": "the workstream or the run has finished (problem+json)"},
+}
+
+
+@router.post(
+    "/runs/{workflow_id}/workstreams",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=LaunchAck,
+    summary="Launch a workstream (a child run); answers its launch_id at once",
+    responses=LAUNCH_RESPONSES,
+)
+async def launch_workstream(
+    workflow_id: str,
+    body: LaunchRequest,
+    *,
+    run: ControllableRunDep,
+    identity: IdentityDep,
+    limits: LimitsDep,
+    temporal: TemporalDep,
+    archive: ArchiveDep,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            max_length=200,
+            description="a retried launch with the same key returns the same workstream",
+        ),
+    ] = None,
+) -> LaunchAck:
+    await limits.check_signal(identity.tenant_id)
+    update_id = f"launch-{idempotency_key}" if idempotency_key else f"launch-{uuid.uuid4().hex}"
+    return await execute_run_update(
+        temporal,
+        archive,
+        workflow_id=workflow_id,
+        name=LAUNCH_WORKSTREAM_UPDATE,
+        argument=body,
+        result_type=LaunchAck,
+        update_id=update_id,
+        refused=_refusal(workflow_id, LAUNCH_WORKSTREAM_UPDATE, None),
+    )
+
+
+@router.get(
+    "/runs/{workflow_id}/workstreams",
+    response_model=WorkstreamList,
+    summary="The run's workstreams: state, phase, iteration, % of deadline used",
+    responses=_COMMON,
+)
+async def list_workstreams(
+    workflow_id: str, *, run: ReadableRunDep, temporal: TemporalDep
+) -> WorkstreamList:
+    return await query_workstreams(temporal, workflow_id)
+
+
+@router.get(
+    "/runs/{workflow_id}/workstreams/{launch_id}",
+    response_model=WorkstreamInfo,
+    summary="One workstream of the run",
+    responses=_COMMON,
+)
+async def get_workstream(
+    workflow_id: str, launch_id: LaunchId, *, run: ReadableRunDep, temporal: TemporalDep
+) -> WorkstreamInfo:
+    listed = await query_workstreams(temporal, workflow_id)
+    for info in listed.workstreams:
+        if info.launch_id == launch_id:
+            return info
+    raise unknown_workstream(workflow_id, launch_id)
+
+
+@router.post(
+    "/runs/{workflow_id}/workstreams/{launch_id}/steer",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=SteerAck,
+    summary="Steer a running workstream (add_instruction, set_priority, add_constraint, "
+    "pause_requested, resume_requested); it acknowledges on the stream",
+    responses=STEER_RESPONSES,
+)
+async def steer_workstream(
+    workflow_id: str,
+    launch_id: LaunchId,
+    body: SteerRequest,
+    *,
+    run: ControllableRunDep,
+    identity: IdentityDep,
+    limits: LimitsDep,
+    temporal: TemporalDep,
+    archive: ArchiveDep,
+) -> SteerAck:
+    await limits.check_signal(identity.tenant_id)
+    return await execute_run_update(
+        temporal,
+        archive,
+        workflow_id=workflow_id,
+        name=STEER_WORKSTREAM_UPDATE,
+        argument=SteerWorkstream(launch_id=launch_id, steer=body),
+        result_type=SteerAck,
+        update_id=f"steer-{uuid.uuid4().hex}",
+        refused=_refusal(workflow_id, STEER_WORKSTREAM_UPDATE, launch_id),
+    )
+
+
+@router.post(
+    "/runs/{workflow_id}/workstreams/{launch_id}/messages",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=WorkstreamMessageAck,
+    summary="Send a follow-up message to an interactive workstream",
+    responses=MESSAGE_RESPONSES,
+)
+async def message_workstream(
+    workflow_id: str,
+    launch_id: LaunchId,
+    body: WorkstreamMessageRequest,
+    *,
+    run: ControllableRunDep,
+    identity: IdentityDep,
+    limits: LimitsDep,
+    temporal: TemporalDep,
+    archive: ArchiveDep,
+) -> WorkstreamMessageAck:
+    await limits.check_signal(identity.tenant_id)
+    return await execute_run_update(
+        temporal,
+        archive,
+        workflow_id=workflow_id,
+        name=MESSAGE_WORKSTREAM_UPDATE,
+        argument=MessageWorkstream(launch_id=launch_id, message=body),
+        result_type=WorkstreamMessageAck,
+        update_id=f"message-{uuid.uuid4().hex}",
+        refused=_refusal(workflow_id, MESSAGE_WORKSTREAM_UPDATE, launch_id),
+    )
+
+
+@router.post(
+    "/runs/{workflow_id}/workstreams/{launch_id}/terminate",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=TerminateAck,
+    summary="Terminate a workstream (graceful stop; its state becomes canceled)",
+    responses=TERMINATE_RESPONSES,
+)
+async def terminate_workstream(
+    workflow_id: str,
+    launch_id: LaunchId,
+    *,
+    run: ControllableRunDep,
+    identity: IdentityDep,
+    limits: LimitsDep,
+    temporal: TemporalDep,
+    archive: ArchiveDep,
+) -> TerminateAck:
+    await limits.check_signal(identity.tenant_id)
+    return await execute_run_update(
+        temporal,
+        archive,
+        workflow_id=workflow_id,
+        name=TERMINATE_WORKSTREAM_UPDATE,
+        argument=TerminateWorkstream(launch_id=launch_id),
+        result_type=TerminateAck,
+        update_id=f"terminate-{uuid.uuid4().hex}",
+        refused=_refusal(workflow_id, TERMINATE_WORKSTREAM_UPDATE, launch_id),
+    )
+
+
+def with_wall_clock_elapsed(listed: WorkstreamList, now: datetime) -> WorkstreamList:
+    """Elapsed time and % of deadline of live workstreams as of ``now``.
+
+    The workflow can only tell time as of its last event, which would freeze
+    the figures of a quiet workstream; the gateway has a real clock.
+    """
+    for info in listed.workstreams:
+        if info.state.finished:
+            continue
+        try:
+            started = datetime.fromisoformat(info.started_at)
+        except ValueError:
+            continue
+        if started.tzinfo is None:
+            started = started.replace(tzinfo=UTC)
+        elapsed = max((now - started).total_seconds(), info.elapsed_seconds)
+        info.elapsed_seconds = round(elapsed, 3)
+        info.deadline_used_pct = round(100 * elapsed / info.deadline_seconds, 1)
+    return listed
+
+
+def unknown_workstream(workflow_id: str, launch_id: str) -> NotFound:
+    return NotFound(f"workstream '{launch_id}' was not found in run '{workflow_id}'")
+
+
+async def query_workstreams(temporal: Client, workflow_id: str) -> WorkstreamList:
+    """The parent's ``workstreams`` query (empty when Temporal no longer keeps the run).
+
+    Raises:
+        Unavailable: Temporal is down, or no worker answered in time.
+    """
+    handle = temporal.get_workflow_handle(workflow_id)
+    try:
+        listed: WorkstreamList = await handle.query(
+            WORKSTREAMS_QUERY, result_type=WorkstreamList, rpc_timeout=QUERY_TIMEOUT
+        )
+        return with_wall_clock_elapsed(listed, datetime.now(UTC))
+    except WorkflowQueryFailedError as exc:
+        if "expected but not found" in str(exc):  # a run from before workstreams
+            return WorkstreamList()
+        log.error("workstreams query of %s failed: %s", workflow_id, exc)
+        raise SpindleError(f"the workstreams of run '{workflow_id}' could not be read") from exc
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:  # known to Redis or the archive only
+            return WorkstreamList()
+        if exc.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
+            raise Unavailable(
+                f"no worker answered for run '{workflow_id}' within "
+                f"{QUERY_TIMEOUT.total_seconds():.0f}s (is a worker running?); retry",
+                retry_after=5,
+            ) from exc
+        raise temporal_error(exc) from exc
+
+
+def _refusal(
+    workflow_id: str, name: str, launch_id: str | None
+) -> Callable[[BaseException], SpindleError]:
+    return lambda cause: _update_failure(workflow_id, name, launch_id, cause)
+
+
+def _update_failure(
+    workflow_id: str, name: str, launch_id: str | None, cause: BaseException
+) -> SpindleError:
+    """The problem for an update the parent refused (its ``ApplicationError`` type)."""
+    if isinstance(cause, ApplicationError):
+        text = cause.message
+        if cause.type == UNKNOWN_WORKSTREAM:
+            return unknown_workstream(workflow_id, launch_id or "?")
+        if cause.type in (WORKSTREAM_FINISHED, WORKSTREAM_NOT_INTERACTIVE):
+            return Conflict(text or f"workstream '{launch_id}' does not take this now")
+        if cause.type == RUN_FINISHING:
+            return Conflict(f"run '{workflow_id}' is finishing: it launches no more workstreams")
+        if cause.type == INVALID_STEER:
+            return ValidationFailed(
+                text or "the steer is invalid",
+                errors=[{"field": "command", "rule": "invalid_steer", "message": text}],
+            )
+        if cause.type == WORKSTREAM_START_FAILED:
+            return Unavailable(text or "the workstream did not start; retry", retry_after=2)
+        if "expected but not found" in (text or ""):
+            return Conflict(f"run '{workflow_id}' does not support workstreams")
+    log.error("%s update of %s failed: %r", name, workflow_id, cause)
+    return SpindleError(f"the run could not take {name}: {cause}")

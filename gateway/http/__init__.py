@@ -1,0 +1,1 @@
+"""HTTP plumbing of the gateway: problem bodies, body limits, access log, the server."""

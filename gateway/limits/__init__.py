@@ -1,0 +1,1 @@
+"""Per-tenant limits of the gateway, counted in Redis so every gateway process shares them."""

@@ -1,0 +1,169 @@
+"""Per-tenant limits of the gateway: rate of run starts and signals, open streams.
+
+The counts live in Redis (``limits.rate_limits``, ``limits.stream_slots``) so
+that every gateway process enforces one shared limit per tenant.
+
+When Redis cannot be reached the two kinds of limit fail differently, on purpose:
+
+- Rate limits fail OPEN: the call is let through and a warning is logged
+  (once per outage). A run start or a signal goes to Temporal, not to Redis,
+  so refusing them would turn a Redis outage into an outage of the whole API,
+  while letting them through only costs the rate cap for the outage's length.
+- ``open_stream`` fails CLOSED with ``Unavailable`` (503, Retry-After): a stream
+  is served from Redis, so it could not work anyway, and an uncounted stream
+  would escape the stream cap after Redis comes back.
+
+A stream's lease lives ``lease_ttl_seconds`` without a refresh (default: three
+keep-alive intervals, at least 30 s), so the slots of a gateway that crashed come
+back on their own.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+from redis.exceptions import RedisError
+
+from spindle.gateway.limits.rate_limits import RateLimiter
+from spindle.gateway.limits.stream_slots import StreamSlots
+from spindle.shared.contracts.errors import RateLimited, Unavailable
+from spindle.shared.platform.redis_connect import RedisClient
+from spindle.shared.platform.settings import Settings
+
+log = logging.getLogger(__name__)
+
+RUN_START = "run_start"
+SIGNAL = "signal"
+MIN_LEASE_TTL_SECONDS = 30.0
+# Keep-alive intervals a lease outlives without a refresh (two may be missed).
+LEASE_TTL_KEEPALIVES = 3
+
+
+def default_lease_ttl(settings: Settings) -> float:
+    """Three SSE keep-alive intervals, at least 30 s."""
+    return max(MIN_LEASE_TTL_SECONDS, LEASE_TTL_KEEPALIVES * settings.sse_keepalive_seconds)
+
+
+class StreamLease:
+    """One open SSE stream counted against its tenant's ``max_streams_per_tenant``.
+
+    Neither method raises on a Redis failure: the stream is already open, and a
+    lease that cannot be refreshed or released expires on its own.
+    """
+
+    def __init__(self, slots: StreamSlots, tenant_id: str, lease_id: str) -> None:
+        self._slots = slots
+        self.tenant_id = tenant_id
+        self.lease_id = lease_id
+        self.released = False
+
+    async def refresh(self) -> None:
+        """Keep the lease alive (called at each keep-alive of the stream)."""
+        if self.released:
+            return
+        try:
+            if not await self._slots.refresh(self.tenant_id, self.lease_id):
+                log.info(
+                    "stream lease %s of tenant %r had expired; re-added",
+                    self.lease_id,
+                    self.tenant_id,
+                )
+        except (RedisError, OSError) as exc:
+            log.warning("stream lease %s not refreshed: %s", self.lease_id, exc)
+
+    async def release(self) -> None:
+        """Give the slot back (idempotent)."""
+        if self.released:
+            return
+        self.released = True
+        try:
+            await self._slots.release(self.tenant_id, self.lease_id)
+        except (RedisError, OSError) as exc:
+            log.warning("stream lease %s not released (it will expire): %s", self.lease_id, exc)
+
+
+class TenantLimits:
+    """The per-tenant limits, kept in Redis so every gateway process shares them.
+
+    Args:
+        redis: the gateway's asyncio Redis client (not owned).
+        settings: ``rate_limit_run_starts`` and ``rate_limit_signals`` (per minute,
+            burst of the same size) and ``max_streams_per_tenant``.
+        lease_ttl_seconds: lifetime of a stream lease without a refresh;
+            default ``default_lease_ttl(settings)``.
+    """
+
+    def __init__(
+        self,
+        redis: RedisClient,
+        settings: Settings,
+        *,
+        lease_ttl_seconds: float | None = None,
+    ) -> None:
+        self._redis = redis
+        self._settings = settings
+        self._rates = RateLimiter(redis)
+        self.lease_ttl_seconds = (
+            default_lease_ttl(settings) if lease_ttl_seconds is None else lease_ttl_seconds
+        )
+        self._slots = StreamSlots(redis, lease_ttl_seconds=self.lease_ttl_seconds)
+        self._failing_open = False
+
+    async def check_run_start(self, tenant_id: str) -> None:
+        """Count one run start. Raises RateLimited (429, Retry-After) when over the rate."""
+        await self._check(
+            tenant_id, RUN_START, self._settings.rate_limit_run_starts, "rate_limit_run_starts"
+        )
+
+    async def check_signal(self, tenant_id: str) -> None:
+        """Count one signal. Raises RateLimited (429, Retry-After) when over the rate."""
+        await self._check(
+            tenant_id, SIGNAL, self._settings.rate_limit_signals, "rate_limit_signals"
+        )
+
+    async def open_stream(self, tenant_id: str) -> StreamLease:
+        """Take a stream slot. Raises RateLimited when the tenant holds the maximum.
+
+        Raises:
+            RateLimited: the tenant holds ``max_streams_per_tenant`` live leases.
+            Unavailable: Redis cannot be reached.
+        """
+        limit = self._settings.max_streams_per_tenant
+        lease_id = StreamSlots.new_lease_id()
+        try:
+            grant = await self._slots.acquire(tenant_id, lease_id, max_leases=limit)
+        except (RedisError, OSError) as exc:
+            log.warning("stream slot of tenant %r not taken: Redis: %s", tenant_id, exc)
+            raise Unavailable(
+                "the live message feed (Redis) is unavailable", retry_after=2
+            ) from exc
+        if not grant.acquired:
+            raise RateLimited(
+                f"tenant {tenant_id!r} already holds its maximum of {limit} concurrent streams "
+                "(max_streams_per_tenant)",
+                retry_after=_whole_seconds(grant.retry_after),
+            )
+        return StreamLease(self._slots, tenant_id, lease_id)
+
+    async def _check(self, tenant_id: str, action: str, per_minute: int, setting: str) -> None:
+        try:
+            decision = await self._rates.hit(tenant_id, action, per_minute=per_minute)
+        except (RedisError, OSError) as exc:
+            if not self._failing_open:
+                log.warning("rate limits not enforced while Redis is unreachable: %s", exc)
+            self._failing_open = True
+            return
+        if self._failing_open:
+            log.warning("rate limits enforced again: Redis is back")
+            self._failing_open = False
+        if not decision.allowed:
+            raise RateLimited(
+                f"tenant {tenant_id!r} is over its limit of {per_minute} "
+                f"{action.replace('_', ' ')}s per minute ({setting})",
+                retry_after=decision.retry_after_seconds,
+            )
+
+
+def _whole_seconds(seconds: float) -> int:
+    return max(1, math.ceil(seconds))

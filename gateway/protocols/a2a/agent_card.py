@@ -1,0 +1,146 @@
+"""Spindle's A2A agent card, served publicly at the well-known paths.
+
+One card (A2A v1.0 fields, serialized by the a2a-sdk's ``agent_card_to_dict``,
+which also adds the v0.3 fields ``url``, ``protocolVersion``,
+``preferredTransport`` and ``additionalInterfaces`` that older clients read)
+at ``/.well-known/agent-card.json`` (the A2A specification's path),
+``/.well-known/agent-card`` (seed 003's) and ``/.well-known/agent.json`` (A2A
+up to 0.2). Both JSON-RPC interfaces point at the gateway's ``POST /``
+(``spindle.gateway.api.deps.base_url``: ``public_url`` when set, else the address the
+client used), one for protocol 1.0 and one for 0.3. Push notifications are
+offered (``capabilities.pushNotifications``: ``spindle.gateway.protocols.a2a.push_watch``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentProvider,
+    AgentSkill,
+    APIKeySecurityScheme,
+    HTTPAuthSecurityScheme,
+    SecurityRequirement,
+    SecurityScheme,
+    StringList,
+)
+from a2a.utils.constants import (
+    AGENT_CARD_WELL_KNOWN_PATH,
+    PROTOCOL_VERSION_0_3,
+    PROTOCOL_VERSION_1_0,
+    TransportProtocol,
+)
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from spindle.gateway.api.deps import BaseUrlDep
+
+CARD_PATHS = (AGENT_CARD_WELL_KNOWN_PATH, "/.well-known/agent-card", "/.well-known/agent.json")
+AGENT_VERSION = "0.1.0"
+
+router = APIRouter(tags=["a2a"])
+
+SKILLS = (
+    AgentSkill(
+        id="run-graph",
+        name="Run an agent graph",
+        description=(
+            "Runs a registered Spindle graph durably: the message text (or data part) is the "
+            "run's input, message metadata 'graph' names the graph (default research-agent). "
+            "A run waiting for a person shows as input-required; answer with a message on the "
+            "same task."
+        ),
+        tags=["graph", "agent", "workflow", "durable"],
+        examples=["What is the boiling point of water at sea level?"],
+    ),
+    AgentSkill(
+        id="research-agent",
+        name="Research a question",
+        description="An agent answers a question with knowledge-base search and a calculator.",
+        tags=["research", "question-answering"],
+        examples=["How many days are there in 3 weeks?"],
+    ),
+    AgentSkill(
+        id="approval-flow",
+        name="Draft and approve a document",
+        description=(
+            "Drafts a document on a topic and waits for a person to approve or reject it "
+            "(input-required)."
+        ),
+        tags=["approval", "human-in-the-loop"],
+        examples=["Q3 budget"],
+    ),
+    AgentSkill(
+        id="tasks.execute",
+        name="Execute Task Tree",
+        description="Execute a complete task tree with multiple tasks (JSON-RPC tasks.* methods)",
+        tags=["task", "orchestration", "workflow", "execution"],
+    ),
+)
+
+
+def build_card(base_url: str) -> AgentCard:
+    """The card for a gateway reached at ``base_url``."""
+    rpc_url = f"{base_url.rstrip('/')}/"
+    return AgentCard(
+        name="Spindle",
+        description=(
+            "Durable AI agent graph runs on Temporal, streamed live: send a message to run a "
+            "graph, follow it, answer its questions."
+        ),
+        version=AGENT_VERSION,
+        supported_interfaces=[
+            AgentInterface(
+                url=rpc_url,
+                protocol_binding=TransportProtocol.JSONRPC.value,
+                protocol_version=PROTOCOL_VERSION_1_0,
+            ),
+            AgentInterface(
+                url=rpc_url,
+                protocol_binding=TransportProtocol.JSONRPC.value,
+                protocol_version=PROTOCOL_VERSION_0_3,
+            ),
+        ],
+        provider=AgentProvider(organization="Spindle", url=base_url.rstrip("/")),
+        capabilities=AgentCapabilities(streaming=True, push_notifications=True),
+        default_input_modes=["text/plain", "application/json"],
+        default_output_modes=["text/plain", "application/json"],
+        skills=list(SKILLS),
+        security_schemes={
+            "bearer": SecurityScheme(
+                http_auth_security_scheme=HTTPAuthSecurityScheme(
+                    scheme="bearer", description="an API key (spk_…) or a JWT"
+                )
+            ),
+            "apiKey": SecurityScheme(
+                api_key_security_scheme=APIKeySecurityScheme(location="header", name="X-API-Key")
+            ),
+        },
+        security_requirements=[
+            SecurityRequirement(schemes={"bearer": StringList()}),
+            SecurityRequirement(schemes={"apiKey": StringList()}),
+        ],
+    )
+
+
+def card_json(base_url: str) -> dict[str, Any]:
+    return agent_card_to_dict(build_card(base_url))
+
+
+async def get_agent_card(base_url: BaseUrlDep) -> JSONResponse:
+    """Spindle's A2A agent card (public, no credentials needed)."""
+    return JSONResponse(card_json(base_url))
+
+
+for _path in CARD_PATHS:
+    router.add_api_route(
+        _path,
+        get_agent_card,
+        methods=["GET"],
+        summary="The A2A agent card",
+        response_class=JSONResponse,
+    )

@@ -1,0 +1,229 @@
+"""The A2A bridge behind ``POST /`` and ``POST /tasks``: every non-``tasks.*`` method.
+
+Requests are answered by the a2a-sdk's own ``JsonRpcDispatcher`` with its
+v0.3 compatibility on, so both the A2A v1.0 method names (``SendMessage``,
+``SendStreamingMessage``, ``GetTask``, ``CancelTask``, ``SubscribeToTask``, …)
+and the v0.3 ones (``message/send``, ``message/stream``, ``tasks/get``,
+``tasks/cancel``, ``tasks/resubscribe``, …) are served, with the A2A
+specification's error codes (never seed 003's) and the SDK's version rule: a
+v1.0 method needs the ``A2A-Version: 1.0`` header (the SDK clients send it),
+a request without the header is taken as 0.3.
+
+The dispatcher reads its request from a Starlette ``Request``: the bridge hands
+it one carrying the JSON-RPC object (a batch member on its own) and, in the
+ASGI scope, the authenticated caller, which ``SpindleContextBuilder`` puts on
+the call context for ``SpindleRequestHandler``.
+
+Unauthenticated calls: a single request gets HTTP 401 (``WWW-Authenticate:
+Bearer``), as the A2A specification asks of HTTP bindings, with a JSON-RPC
+error body (-32600, ``data.reason = "UNAUTHENTICATED"``: A2A defines no
+JSON-RPC code for it); a batch member gets that error object.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+from a2a.server.context import ServerCallContext
+from a2a.server.routes.common import DefaultServerCallContextBuilder, ServerCallContextBuilder
+from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Message, Scope
+
+from spindle.gateway.api.deps import base_url
+from spindle.gateway.protocols.a2a.request_handler import SpindleRequestHandler
+from spindle.gateway.protocols.a2a.spindle_call import CALL_KEY, SpindleCall
+from spindle.gateway.protocols.jsonrpc.registry import set_a2a_bridge
+from spindle.shared.contracts.identity import Identity
+
+log = logging.getLogger(__name__)
+
+SCOPE_KEY = "spindle.a2a_call"
+INVALID_REQUEST = -32600
+# Methods answered with an SSE stream: refused inside a batch.
+STREAMING_METHODS = frozenset(
+    {"SendStreamingMessage", "SubscribeToTask", "message/stream", "tasks/resubscribe"}
+)
+
+
+NOTIFICATION_ID = "spindle-notification"
+NOTIFIED_AS = {
+    "SendStreamingMessage": "SendMessage",
+    "message/stream": "message/send",
+    "SubscribeToTask": "GetTask",
+    "tasks/resubscribe": "tasks/get",
+}
+
+
+class SpindleContextBuilder(ServerCallContextBuilder):
+    """The SDK's call context plus the Spindle caller the bridge put in the scope."""
+
+    def __init__(self) -> None:
+        self._default = DefaultServerCallContextBuilder()
+
+    def build(self, request: Request) -> ServerCallContext:
+        context = self._default.build(request)
+        context.state[CALL_KEY] = request.scope.get(SCOPE_KEY)
+        return context
+
+
+def unauthenticated_error(request_id: Any) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "error": {
+            "code": INVALID_REQUEST,
+            "message": "Unauthenticated: send an API key or JWT as a Bearer token",
+            "data": {"reason": "UNAUTHENTICATED"},
+        },
+    }
+
+
+def as_notification(payload: dict[str, Any]) -> dict[str, Any]:
+    """What a notification does: a send starts or answers the run without waiting
+    for it (nobody reads a reply), a streaming send is a plain send, a
+    subscription (nothing to do without a reader) is a get."""
+    method = NOTIFIED_AS.get(str(payload.get("method")), payload.get("method"))
+    params = payload.get("params")
+    if method in ("SendMessage", "message/send") and isinstance(params, dict):
+        configuration = dict(params.get("configuration") or {})
+        if method == "SendMessage":
+            configuration["returnImmediately"] = True
+        else:
+            configuration["blocking"] = False
+        params = {**params, "configuration": configuration}
+    # The SDK's 0.3 models require an id: an internal one (the reply is dropped).
+    notified = {**payload, "method": method, "id": NOTIFICATION_ID}
+    if params is not None:
+        notified["params"] = params
+    return notified
+
+
+def _rpc_id(payload: dict[str, Any]) -> Any:
+    value = payload.get("id")
+    return value if isinstance(value, str | int) and not isinstance(value, bool) else None
+
+
+class A2ABridge:
+    """Answers A2A JSON-RPC requests for the JSON-RPC route (``registry.A2A_BRIDGE``)."""
+
+    def __init__(self) -> None:
+        self.dispatcher = JsonRpcDispatcher(
+            SpindleRequestHandler(),
+            context_builder=SpindleContextBuilder(),
+            enable_v0_3_compat=True,
+        )
+        self._app: Starlette | None = None
+
+    def bind(self, app: Starlette) -> None:
+        """Remember the app whose state batch members use when no request is passed."""
+        self._app = app
+
+    def _batch_request(self, payload: dict[str, Any]) -> Request:
+        """A stand-in HTTP request for a batch member (the dispatcher did not pass its own).
+
+        The A2A version is the one the method name belongs to (a batch has
+        one set of headers for members of either version).
+        """
+        if self._app is None:
+            raise RuntimeError(
+                "the A2A bridge is not bound to an app (spindle.gateway.protocols.a2a.install_a2a)"
+            )
+        method = str(payload.get("method") or "")
+        version = b"0.3" if "/" in method else b"1.0"
+        settings = self._app.state.settings
+        scope: Scope = {
+            "type": "http",
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": "/",
+            "raw_path": b"/",
+            "root_path": "",
+            "query_string": b"",
+            "headers": [(b"a2a-version", version), (b"content-type", b"application/json")],
+            "server": (settings.gateway_host, settings.gateway_port),
+            "app": self._app,
+        }
+
+        async def receive() -> Message:
+            return {"type": "http.disconnect"}
+
+        return Request(scope, receive)
+
+    async def handle_single(
+        self, request: Request, payload: dict[str, Any], identity: Identity | None
+    ) -> Response:
+        """One A2A request: JSON, or an SSE stream for the streaming methods."""
+        if identity is None:
+            return Response(
+                orjson.dumps(unauthenticated_error(_rpc_id(payload))),
+                status_code=401,
+                media_type="application/json",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        if "id" not in payload:  # a notification: carried out, never answered
+            await self.dispatcher.handle_requests(
+                _sub_request(request, as_notification(payload), identity)
+            )
+            return Response(status_code=204)
+        return await self.dispatcher.handle_requests(_sub_request(request, payload, identity))
+
+    async def handle_in_batch(
+        self,
+        payload: dict[str, Any],
+        identity: Identity | None,
+        request: Request | None = None,
+    ) -> dict[str, Any] | None:
+        """One A2A member of a batch (None for a notification); no streaming here."""
+        notification = "id" not in payload
+        if payload.get("method") in STREAMING_METHODS:
+            error = {
+                "jsonrpc": "2.0",
+                "id": _rpc_id(payload),
+                "error": {
+                    "code": INVALID_REQUEST,
+                    "message": "Invalid Request: streaming is not available inside a batch",
+                    "data": {"reason": "send the streaming request alone"},
+                },
+            }
+            return None if notification else error
+        if identity is None:
+            return None if notification else unauthenticated_error(_rpc_id(payload))
+        if request is None:
+            request = self._batch_request(payload)
+        if notification:
+            await self.dispatcher.handle_requests(
+                _sub_request(request, as_notification(payload), identity)
+            )
+            return None
+        response = await self.dispatcher.handle_requests(_sub_request(request, payload, identity))
+        body: dict[str, Any] = orjson.loads(bytes(response.body))
+        return body
+
+
+def _sub_request(request: Request, payload: dict[str, Any], identity: Identity) -> Request:
+    """A request like ``request`` whose body is ``payload``, carrying the caller."""
+    body = orjson.dumps(payload)
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if sent:
+            return await request.receive()  # the client's disconnect, for SSE
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    scope: Scope = dict(request.scope)
+    scope[SCOPE_KEY] = SpindleCall(
+        identity=identity, state=request.app.state, base_url=base_url(request)
+    )
+    return Request(scope, receive)
+
+
+BRIDGE = A2ABridge()
+set_a2a_bridge(BRIDGE)

@@ -1,0 +1,275 @@
+"""The A2A request handler: A2A operations carried out on Spindle graph runs.
+
+The a2a-sdk's ``JsonRpcDispatcher`` (v1.0 methods, and v0.3 ones through its
+compat adapter) parses, validates and serializes; this handler implements its
+``RequestHandler`` interface directly on runs instead of the SDK's
+``DefaultRequestHandler``: that one keeps tasks and their event queues in the
+memory of one process (its ``AgentExecutor`` runs inside the request), while a
+Spindle run lives in Temporal, Redis and Mongo, outlives any gateway process
+and is reached from any of them. So the task state is always read from the run
+(``describe_run``), events come from the run's message stream, and every
+operation checks the caller's tenant like the REST routes do.
+
+- send / stream without ``taskId``: start a run of ``metadata.graph`` (default
+  ``research-agent``) with the message as input (``task_mapping.run_input``),
+  through ``run_starter.start_run`` as ``POST /runs`` does;
+- send / stream with the ``taskId`` of a run waiting for input: the message is
+  the ``UserInput`` answer (``signals.deliver_signal``) and the run resumes;
+- a blocking send returns when the run ends or asks for input; a stream ends
+  there too;
+- get, cancel and subscribe address the run by its workflow id; list reads the
+  tenant's runs from the archive;
+- push notification configs (set / get / list / delete, or inline in a send)
+  are stored per task after the same tenant check (``push_watch``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncGenerator
+from datetime import timedelta
+
+from a2a.server.context import ServerCallContext
+from a2a.server.events import Event
+from a2a.server.request_handlers.request_handler import RequestHandler
+from a2a.types import (
+    AgentCard,
+    CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest,
+    GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
+    ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskPushNotificationConfig,
+    TaskStatusUpdateEvent,
+)
+from a2a.utils.errors import (
+    ExtendedAgentCardNotConfiguredError,
+    InternalError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+from temporalio.service import RPCError
+
+from spindle.gateway.http.problems import temporal_error
+from spindle.gateway.protocols.a2a.push_watch import PushConfigStore, protocol_of, validated
+from spindle.gateway.protocols.a2a.run_events import run_events, send_events
+from spindle.gateway.protocols.a2a.spindle_call import (
+    CLOSE_WAIT,
+    SpindleCall,
+    authorize,
+    call_of,
+    describe,
+    follower_of,
+    wait_closed,
+)
+from spindle.gateway.protocols.a2a.task_listing import list_tasks
+from spindle.gateway.protocols.a2a.task_mapping import (
+    STOPPING_STATES,
+    TERMINAL_STATES,
+    task_from_run,
+)
+from spindle.gateway.runs.access import RunAction
+from spindle.gateway.runs.temporal import RPC_TIMEOUT, describe_workflow, is_open
+from spindle.shared.contracts.errors import SpindleError
+
+log = logging.getLogger(__name__)
+
+# A blocking send answers with the task as it is after this, still working.
+BLOCKING_WAIT = timedelta(minutes=5)
+
+
+class SpindleRequestHandler(RequestHandler):
+    """A2A operations on Spindle runs (see the module docstring)."""
+
+    # -- get / list / cancel ------------------------------------------------
+
+    async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
+        call = call_of(context)
+        owner = await authorize(call, params.id, RunAction.READ)
+        return task_from_run(await describe(call, params.id), owner.user_id)
+
+    async def on_list_tasks(
+        self, params: ListTasksRequest, context: ServerCallContext
+    ) -> ListTasksResponse:
+        call = call_of(context)
+        try:
+            return await list_tasks(params, call.identity, call.state.archive)
+        except SpindleError as exc:
+            raise InternalError(message=exc.detail) from exc
+
+    async def on_cancel_task(
+        self, params: CancelTaskRequest, context: ServerCallContext
+    ) -> Task | None:
+        call = call_of(context)
+        owner = await authorize(call, params.id, RunAction.CONTROL)
+        temporal = call.state.temporal
+        try:
+            description = await describe_workflow(temporal, params.id)
+        except SpindleError as exc:
+            raise InternalError(message=exc.detail) from exc
+        if description is None or not is_open(description):
+            raise TaskNotCancelableError(message=f"task '{params.id}' has already finished")
+        async with follower_of(call, params.id) as follower:
+            follower.last_seq = await follower.current_seq()
+            try:
+                await temporal.get_workflow_handle(params.id).cancel(rpc_timeout=RPC_TIMEOUT)
+            except RPCError as exc:
+                raise InternalError(message=temporal_error(exc).detail) from exc
+            try:
+                async with asyncio.timeout(CLOSE_WAIT.total_seconds()):
+                    async for _ in follower.messages():
+                        pass
+            except TimeoutError:
+                log.info("a2a cancel of %s: the run has not ended yet", params.id)
+        await wait_closed(call, params.id)
+        return task_from_run(await describe(call, params.id), owner.user_id)
+
+    # -- send / stream / subscribe -----------------------------------------
+
+    async def on_message_send(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> Task | Message:
+        call = call_of(context)
+        events = _with_inline_push(send_events(params, call), params, call, protocol_of(context))
+        task: Task | None = None
+        try:
+            async with asyncio.timeout(BLOCKING_WAIT.total_seconds()):
+                async for event in events:
+                    task = _apply(task, event)
+                    if task is not None and params.configuration.return_immediately:
+                        break
+        except TimeoutError:
+            log.info("a2a blocking send: run still working after %s", BLOCKING_WAIT)
+        finally:
+            await events.aclose()
+        if task is None:
+            raise InternalError(message="the run produced no task")
+        return task
+
+    async def on_message_send_stream(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event, None]:
+        call = call_of(context)
+        async for event in _with_inline_push(
+            send_events(params, call), params, call, protocol_of(context)
+        ):
+            yield event
+
+    async def on_subscribe_to_task(
+        self, params: SubscribeToTaskRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event, None]:
+        call = call_of(context)
+        owner = await authorize(call, params.id, RunAction.READ)
+        async with follower_of(call, params.id) as follower:
+            follower.last_seq = await follower.current_seq()
+            task = task_from_run(await describe(call, params.id), owner.user_id)
+            if task.status.state in TERMINAL_STATES:
+                raise UnsupportedOperationError(
+                    message=f"task '{params.id}' has already finished: nothing to subscribe to"
+                )
+            yield task
+            if task.status.state in STOPPING_STATES:
+                return
+            async for event in run_events(call, params.id, follower):
+                yield event
+
+    # -- push notifications (``push_watch``) -------------------------------
+
+    async def on_create_task_push_notification_config(
+        self, params: TaskPushNotificationConfig, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        call = call_of(context)
+        owner = await authorize(call, params.task_id, RunAction.CONTROL)
+        config = validated(params, params.task_id)
+        cursor = await call.state.bus.last_seq(params.task_id)  # read first: no gap
+        snapshot = task_from_run(await describe(call, params.task_id), owner.user_id)
+        await _push_store(call).put(
+            call.identity, config, snapshot=snapshot, cursor=cursor, protocol=protocol_of(context)
+        )
+        return config
+
+    async def on_get_task_push_notification_config(
+        self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> TaskPushNotificationConfig:
+        call = call_of(context)
+        await authorize(call, params.task_id, RunAction.READ)
+        config = await _push_store(call).get(params.task_id, params.id)
+        if config is None:
+            raise TaskNotFoundError(
+                message=f"task '{params.task_id}' has no push notification config "
+                f"'{params.id or params.task_id}'"
+            )
+        return config
+
+    async def on_list_task_push_notification_configs(
+        self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
+    ) -> ListTaskPushNotificationConfigsResponse:
+        call = call_of(context)
+        await authorize(call, params.task_id, RunAction.READ)
+        configs = await _push_store(call).list(params.task_id)
+        return ListTaskPushNotificationConfigsResponse(configs=configs)
+
+    async def on_delete_task_push_notification_config(
+        self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> None:
+        call = call_of(context)
+        await authorize(call, params.task_id, RunAction.CONTROL)
+        await _push_store(call).delete(params.task_id, params.id)
+
+    # -- the extended card: not offered ------------------------------------
+
+    async def on_get_extended_agent_card(
+        self, params: GetExtendedAgentCardRequest, context: ServerCallContext
+    ) -> AgentCard:
+        raise ExtendedAgentCardNotConfiguredError
+
+
+def _push_store(call: SpindleCall) -> PushConfigStore:
+    return PushConfigStore(call.state.bus.redis)
+
+
+async def _with_inline_push(
+    events: AsyncGenerator[Event, None],
+    params: SendMessageRequest,
+    call: SpindleCall,
+    protocol: str,
+) -> AsyncGenerator[Event, None]:
+    """``events``, storing the request's inline push config once the task is known."""
+    inline = params.configuration.HasField("task_push_notification_config")
+    answered = params.message.task_id
+    # An answer resumes a run that already has messages: follow from before the answer.
+    cursor = await call.state.bus.last_seq(answered) if inline and answered else 0
+    async for event in events:
+        if inline and isinstance(event, Task):
+            inline = False
+            config = validated(params.configuration.task_push_notification_config, event.id)
+            await _push_store(call).put(
+                call.identity, config, snapshot=event, cursor=cursor, protocol=protocol
+            )
+        yield event
+
+
+def _apply(task: Task | None, event: Event) -> Task | None:
+    """The task after ``event`` (what a blocking send answers)."""
+    if isinstance(event, Task):
+        return event
+    if task is None:
+        return None
+    if isinstance(event, TaskStatusUpdateEvent):
+        task.status.CopyFrom(event.status)
+        if event.status.state in TERMINAL_STATES and event.status.HasField("message"):
+            task.history.append(event.status.message)
+    elif isinstance(event, TaskArtifactUpdateEvent):
+        task.artifacts.append(event.artifact)
+    return task

@@ -1,0 +1,200 @@
+"""A2A sends as run operations: start a run or answer it, then follow its messages.
+
+Each flow is an async generator of A2A events: first the ``Task`` (working),
+then ``working`` status updates for the run's progress messages, until the run
+asks for input (an ``input-required`` update) or ends (the ``result`` artifact
+and ``completed``, or ``failed`` with the error, or ``canceled``), read from
+Temporal and the archive once the workflow closed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator
+
+from a2a.server.events import Event
+from a2a.types import (
+    Message,
+    SendMessageRequest,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatusUpdateEvent,
+)
+from a2a.utils.errors import (
+    InternalError,
+    InvalidParamsError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+
+from spindle.gateway.api.models import StartRunRequest
+from spindle.gateway.api.routes.signals import deliver_signal
+from spindle.gateway.protocols.a2a.run_follower import RunFollower
+from spindle.gateway.protocols.a2a.spindle_call import (
+    SpindleCall,
+    authorize,
+    describe,
+    follower_of,
+    wait_closed,
+)
+from spindle.gateway.protocols.a2a.task_mapping import (
+    agent_message,
+    artifact_event,
+    asks_for_input,
+    input_required_event,
+    progress_event,
+    run_input,
+    status_event,
+    task_from_run,
+    task_metadata,
+    user_answer,
+)
+from spindle.gateway.runs.access import RunAction
+from spindle.gateway.runs.starter import resolve_graph, start_run
+from spindle.shared.contracts.errors import Conflict, NotFound, SpindleError, ValidationFailed
+from spindle.shared.contracts.messages import CompactMessage
+from spindle.shared.contracts.runs import USER_INPUT_UPDATE, RunStatus
+
+DEFAULT_GRAPH = "research-agent"
+
+
+async def send_events(params: SendMessageRequest, call: SpindleCall) -> AsyncGenerator[Event, None]:
+    """The events of a send: a new run, or the answer to a waiting one."""
+    message = params.message
+    if message.task_id:
+        async for event in _answer(call, message):
+            yield event
+        return
+    workflow_id, graph = await _start(call, message, params)
+    initial = Task(id=workflow_id, context_id=workflow_id)
+    initial.status.state = TaskState.TASK_STATE_WORKING
+    initial.history.append(_user_copy(message, workflow_id))
+    initial.metadata.update(task_metadata(workflow_id, call.identity.user_id, graph))
+    yield initial
+    async with follower_of(call, workflow_id) as follower:
+        async for event in run_events(call, workflow_id, follower):
+            yield event
+
+
+async def _start(
+    call: SpindleCall, message: Message, params: SendMessageRequest
+) -> tuple[str, str]:
+    """Start the run a new message asks for; returns its workflow id and graph."""
+    state = call.state
+    identity = call.identity
+    graph = _graph_of(message, params)
+    try:
+        await state.limits.check_run_start(identity.tenant_id)
+        spec = await resolve_graph(StartRunRequest(graph=graph), state.archive, identity.tenant_id)
+        body = StartRunRequest(graph=graph, input=run_input(message, spec.input_schema))
+        started, _ = await start_run(
+            body,
+            tenant_id=identity.tenant_id,
+            user_id=identity.user_id,
+            idempotency_key=None,
+            temporal=state.temporal,
+            archive=state.archive,
+            bus=state.bus,
+            catalog=state.catalog,
+            settings=state.settings,
+            base_url=call.base_url,
+        )
+    except NotFound as exc:
+        raise InvalidParamsError(
+            message=exc.detail, data={"field": "message.metadata.graph", "reason": "not registered"}
+        ) from exc
+    except ValidationFailed as exc:
+        raise InvalidParamsError(message=exc.detail, data={"errors": exc.errors}) from exc
+    except SpindleError as exc:
+        raise InternalError(message=exc.detail) from exc
+    return started.workflow_id, graph
+
+
+def _graph_of(message: Message, params: SendMessageRequest) -> str:
+    for metadata in (message.metadata, params.metadata):
+        value = metadata.fields.get("graph") if metadata is not None else None
+        if value is not None and value.string_value:
+            return value.string_value
+    return DEFAULT_GRAPH
+
+
+async def _answer(call: SpindleCall, message: Message) -> AsyncGenerator[Event, None]:
+    """A follow-up message: the answer to the run's pending prompt, then its events."""
+    task_id = message.task_id
+    owner = await authorize(call, task_id, RunAction.CONTROL)
+    async with follower_of(call, task_id) as follower:
+        follower.last_seq = await follower.current_seq()
+        try:
+            await call.state.limits.check_signal(call.identity.tenant_id)
+            await deliver_signal(
+                task_id,
+                USER_INPUT_UPDATE,
+                user_answer(message),
+                identity=call.identity,
+                temporal=call.state.temporal,
+                archive=call.state.archive,
+            )
+        except NotFound as exc:
+            raise TaskNotFoundError(message=f"task '{task_id}' was not found") from exc
+        except Conflict as exc:
+            raise UnsupportedOperationError(
+                message=f"task '{task_id}' is not waiting for input: {exc.detail}"
+            ) from exc
+        except ValidationFailed as exc:
+            raise InvalidParamsError(message=exc.detail, data={"errors": exc.errors}) from exc
+        except SpindleError as exc:
+            raise InternalError(message=exc.detail) from exc
+        task = Task(id=task_id, context_id=task_id)
+        task.status.state = TaskState.TASK_STATE_WORKING
+        task.history.append(_user_copy(message, task_id))
+        task.metadata.update(task_metadata(task_id, owner.user_id, None))
+        yield task
+        async for event in run_events(call, task_id, follower):
+            yield event
+
+
+async def run_events(
+    call: SpindleCall, task_id: str, follower: RunFollower
+) -> AsyncIterator[TaskStatusUpdateEvent | TaskArtifactUpdateEvent]:
+    """The run's messages as A2A events, until it asks for input or ends."""
+    async for message in follower.messages():
+        if asks_for_input(message):
+            yield input_required_event(task_id, message)
+            return
+        if message.ends_conversation:
+            for event in await final_events(call, task_id, message):
+                yield event
+            return
+        progress = progress_event(task_id, message)
+        if progress is not None:
+            yield progress
+
+
+async def final_events(
+    call: SpindleCall, task_id: str, last: CompactMessage
+) -> list[TaskStatusUpdateEvent | TaskArtifactUpdateEvent]:
+    """How the run ended, from Temporal and the archive once the workflow closed."""
+    await wait_closed(call, task_id)
+    detail = await describe(call, task_id)
+    if detail.status in (RunStatus.RUNNING, RunStatus.PAUSED):
+        # Not closed in time: the last message says how it ended.
+        claimed = last.d.get("status") if isinstance(last.d, dict) else None
+        detail.status = str(claimed or RunStatus.TERMINATED)
+    task = task_from_run(detail)
+    state = task.status.state
+    events: list[TaskStatusUpdateEvent | TaskArtifactUpdateEvent] = []
+    if state == TaskState.TASK_STATE_COMPLETED:
+        events.append(artifact_event(task_id, detail.output))
+    message = task.status.message if task.status.HasField("message") else None
+    if state == TaskState.TASK_STATE_CANCELED:
+        message = agent_message(task_id, last.m or f"run {detail.status}")
+    events.append(status_event(task_id, state, message))
+    return events
+
+
+def _user_copy(message: Message, task_id: str) -> Message:
+    copy = Message()
+    copy.CopyFrom(message)
+    copy.task_id = task_id
+    copy.context_id = task_id
+    return copy

@@ -1,0 +1,239 @@
+"""Spindle runs as A2A tasks, and A2A messages as run input (seed 003's mapping).
+
+One A2A task is one graph run. Its ``id`` is the run's workflow id (what every
+other Spindle route addresses), and so is its ``contextId``: seed 003 maps its
+own task id to ``context_id`` and calls the A2A ``id`` the execution instance;
+a Spindle run is both at once. ``status.state`` follows the run's status, the
+run's output is the ``result`` artifact, its error is ``status.message`` and
+its owner is ``metadata.user_id``. Every task and event carries
+``metadata.protocol = "a2a"`` (seed 003 MUST).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from a2a.helpers import get_data_parts, get_text_parts, new_data_part, new_text_part
+from a2a.types import (
+    Artifact,
+    Message,
+    Part,
+    Role,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+
+from spindle.gateway.api.models import RunDetail
+from spindle.shared.contracts.messages import MAIN_WORKSTREAM, AgentMessageType, CompactMessage
+from spindle.shared.contracts.runs import RunStatus, UserInput
+
+PROTOCOL = "a2a"
+RESULT_ARTIFACT = "result"
+
+STATE_BY_STATUS: dict[str, TaskState] = {
+    RunStatus.RUNNING: TaskState.TASK_STATE_WORKING,
+    RunStatus.PAUSED: TaskState.TASK_STATE_INPUT_REQUIRED,
+    RunStatus.COMPLETED: TaskState.TASK_STATE_COMPLETED,
+    RunStatus.FAILED: TaskState.TASK_STATE_FAILED,
+    RunStatus.TIMED_OUT: TaskState.TASK_STATE_FAILED,
+    RunStatus.CANCELED: TaskState.TASK_STATE_CANCELED,
+    RunStatus.TERMINATED: TaskState.TASK_STATE_CANCELED,
+}
+TERMINAL_STATES = frozenset(
+    {
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_REJECTED,
+    }
+)
+# A stream (and a blocking send) ends at these: the client acts next.
+STOPPING_STATES = TERMINAL_STATES | {
+    TaskState.TASK_STATE_INPUT_REQUIRED,
+    TaskState.TASK_STATE_AUTH_REQUIRED,
+}
+# Progress notes worth a status update; streaming chunks are too fine-grained.
+PROGRESS_TYPES = frozenset(
+    {
+        AgentMessageType.THOUGHT,
+        AgentMessageType.PLAN,
+        AgentMessageType.UPDATE,
+        AgentMessageType.WARNING,
+        AgentMessageType.ERROR,
+        AgentMessageType.ANSWER,
+        AgentMessageType.QUESTION,
+        AgentMessageType.BATCH_PROGRESS,
+    }
+)
+
+
+def agent_message(task_id: str, text: str, data: Any = None) -> Message:
+    """An agent message of the task: the text, and the data when there is some."""
+    parts = [new_text_part(text)]
+    if isinstance(data, dict) and data:
+        parts.append(new_data_part(data))
+    return Message(
+        message_id=uuid.uuid4().hex,
+        role=Role.ROLE_AGENT,
+        parts=parts,
+        task_id=task_id,
+        context_id=task_id,
+    )
+
+
+def task_metadata(task_id: str, user_id: str | None, graph: str | None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"protocol": PROTOCOL, "root_task_id": task_id}
+    if user_id:
+        meta["user_id"] = user_id
+    if graph:
+        meta["graph"] = graph
+    return meta
+
+
+def result_artifact(output: Any) -> Artifact:
+    """The run's output as the task's ``result`` artifact (data, or text)."""
+    part: Part
+    if isinstance(output, dict | list):
+        part = new_data_part(output)
+    else:
+        part = new_text_part("" if output is None else str(output))
+    return Artifact(artifact_id=RESULT_ARTIFACT, name=RESULT_ARTIFACT, parts=[part])
+
+
+def task_from_run(detail: RunDetail, user_id: str | None = None) -> Task:
+    """The A2A task of a described run."""
+    task_id = detail.workflow_id
+    state = STATE_BY_STATUS.get(detail.status, TaskState.TASK_STATE_WORKING)
+    status = TaskStatus(state=state)
+    if state == TaskState.TASK_STATE_INPUT_REQUIRED and detail.pending_input is not None:
+        pending = detail.pending_input
+        status.message.CopyFrom(
+            agent_message(
+                task_id,
+                pending.prompt,
+                {"node_id": pending.node_id, "ui_schema": pending.ui_schema},
+            )
+        )
+    elif state == TaskState.TASK_STATE_FAILED:
+        status.message.CopyFrom(agent_message(task_id, detail.error or "the run failed"))
+    task = Task(id=task_id, context_id=task_id, status=status)
+    if state == TaskState.TASK_STATE_COMPLETED:
+        task.artifacts.append(result_artifact(detail.output))
+    task.metadata.update(task_metadata(task_id, user_id, detail.graph_name))
+    if detail.run_id:
+        task.metadata.update({"run_id": detail.run_id})
+    return task
+
+
+def status_event(task_id: str, state: TaskState, message: Message | None) -> TaskStatusUpdateEvent:
+    event = TaskStatusUpdateEvent(
+        task_id=task_id, context_id=task_id, status=TaskStatus(state=state)
+    )
+    if message is not None:
+        event.status.message.CopyFrom(message)
+    event.metadata.update({"protocol": PROTOCOL, "root_task_id": task_id})
+    return event
+
+
+def artifact_event(task_id: str, output: Any) -> TaskArtifactUpdateEvent:
+    event = TaskArtifactUpdateEvent(
+        task_id=task_id, context_id=task_id, artifact=result_artifact(output), last_chunk=True
+    )
+    event.metadata.update({"protocol": PROTOCOL, "root_task_id": task_id})
+    return event
+
+
+def progress_event(task_id: str, message: CompactMessage) -> TaskStatusUpdateEvent | None:
+    """A ``working`` update for a progress message; None for what is not shown."""
+    if message.t not in PROGRESS_TYPES or not message.m:
+        return None
+    data = message.d if isinstance(message.d, dict) else None
+    if message.workstream != MAIN_WORKSTREAM:
+        data = {**(data or {}), "workstream": message.workstream}
+    return status_event(
+        task_id, TaskState.TASK_STATE_WORKING, agent_message(task_id, message.m, data)
+    )
+
+
+def input_required_event(task_id: str, message: CompactMessage) -> TaskStatusUpdateEvent:
+    details = message.d if isinstance(message.d, dict) else {}
+    data = {k: details[k] for k in ("node_id", "ui_schema") if k in details}
+    text = message.m or str(details.get("prompt") or "input required")
+    return status_event(
+        task_id, TaskState.TASK_STATE_INPUT_REQUIRED, agent_message(task_id, text, data)
+    )
+
+
+def asks_for_input(message: CompactMessage) -> bool:
+    return message.t == AgentMessageType.REQUEST_INPUT and message.workstream == MAIN_WORKSTREAM
+
+
+def message_text(message: Message) -> str:
+    return "\n".join(t for t in get_text_parts(message.parts) if t)
+
+
+def message_data(message: Message) -> dict[str, Any] | None:
+    """The first object among the message's data parts (merged when several)."""
+    merged: dict[str, Any] = {}
+    for data in get_data_parts(message.parts):
+        if isinstance(data, dict):
+            merged.update(data)
+    return merged or None
+
+
+def run_input(message: Message, input_schema: dict[str, Any] | None) -> Any:
+    """The run input a message stands for.
+
+    A data part is the input as is. Text fills the input schema's single
+    required string property (research-agent's ``question``, approval-flow's
+    ``topic``); without such a property the text is the input itself.
+    """
+    data = message_data(message)
+    if data is not None:
+        return _integral(data)
+    text = message_text(message)
+    field = single_required_string(input_schema)
+    if field is not None:
+        return {field: text}
+    return text
+
+
+def single_required_string(schema: dict[str, Any] | None) -> str | None:
+    if not isinstance(schema, dict):
+        return None
+    required = schema.get("required") or []
+    properties = schema.get("properties") or {}
+    if not isinstance(required, list) or not isinstance(properties, dict):
+        return None
+    strings = [
+        name
+        for name in required
+        if isinstance(properties.get(name), dict) and properties[name].get("type") == "string"
+    ]
+    return strings[0] if len(strings) == 1 else None
+
+
+def user_answer(message: Message) -> UserInput:
+    """A follow-up message as the run's ``UserInput``: data answers, text is the message."""
+    data = message_data(message)
+    text = message_text(message)
+    return UserInput(
+        message=text or None,
+        data=_integral(data) if data is not None else None,
+        client_message_id=message.message_id or None,
+    )
+
+
+def _integral(value: Any) -> Any:
+    """Protobuf ``Value`` turned every number into a float: give whole ones back as int."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integral(v) for v in value]
+    return value

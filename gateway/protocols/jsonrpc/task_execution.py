@@ -1,0 +1,342 @@
+"""``tasks.execute`` and ``tasks.cancel``: a task tree runs as one durable graph run.
+
+``tasks.execute`` takes either ``task_id`` (a stored tree: the task and its
+descendants) or ``tasks`` (task objects, created first exactly as
+``tasks.create`` with ``tasks`` would; their ``id`` fields are client-side
+references). The tree is validated (``spindle.shared.graphs.task_tree``: -32002 cycle, -32003
+unknown executor, -32602 bad params), its root is claimed atomically
+(``pending`` → ``in_progress``, so a second execute of the same tree gets
+-32000), and ``GraphRun`` starts with the node → task map in its meta. The
+worker then mirrors every node onto its task (``spindle.worker.activities.task_sync``).
+
+Streaming (``use_streaming`` in params, or ``metadata.stream`` beside or in
+params) answers with ``text/event-stream``: the tree's events from its first
+one (``spindle.shared.tasks.events``), ending with the root's ``task_completed`` /
+``task_failed`` / ``task_cancelled``. ``configuration.push_notification_config``
+(beside or in params) makes every update of the tree POSTed to its URL by the
+workers' push delivery loop (``spindle.shared.tasks.push``).
+
+``tasks.cancel`` of any task of an executing tree cancels the whole run (its
+workflow is cancelled; every active task of the tree becomes ``cancelled`` at
+once, the root last); a task that never ran is cancelled alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from redis.exceptions import RedisError
+from starlette.responses import StreamingResponse
+from temporalio.service import RPCError
+
+from spindle.gateway.api.deps import base_url
+from spindle.gateway.api.models import StartRunRequest
+from spindle.gateway.protocols.jsonrpc.registry import (
+    TASK_METHODS,
+    RpcContext,
+    StreamingResult,
+    task_store,
+    tasks_method,
+)
+from spindle.gateway.protocols.jsonrpc.task_params import invalid, require_uuid
+from spindle.gateway.protocols.jsonrpc.task_rules import require_control
+from spindle.gateway.runs.starter import start_run
+from spindle.gateway.runs.temporal import new_workflow_id
+from spindle.shared.bus.hub import SubscriptionHub, SubscriptionLost
+from spindle.shared.contracts.errors import Conflict, NotFound
+from spindle.shared.contracts.tasks import TERMINAL_STATUSES, Task, is_uuid
+from spindle.shared.graphs.task_tree import TASK_RUN_META, TaskRunMeta, build_task_graph, node_id_of
+from spindle.shared.tasks.events import TaskEventLog, events_stream_id, status_event
+from spindle.shared.tasks.push import PushOutbox, push_config_of
+from spindle.shared.tasks.store import TaskStore
+from spindle.shared.tasks.tracking import TaskTracker
+
+KEEPALIVE = b": keep-alive\n\n"
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def _tracker(ctx: RpcContext, store: TaskStore) -> TaskTracker:
+    return TaskTracker(store, ctx.state.bus.redis)
+
+
+def wants_stream(params: dict[str, Any], envelope: dict[str, Any]) -> bool:
+    """Seed 003's streaming switches: ``use_streaming`` or ``metadata.stream``."""
+    if params.get("use_streaming") is True:
+        return True
+    for holder in (envelope, params):
+        metadata = holder.get("metadata")
+        if isinstance(metadata, dict) and metadata.get("stream") is True:
+            return True
+    return False
+
+
+async def _tree_of(store: TaskStore, ctx: RpcContext, root_id: str) -> list[Task]:
+    tenant = ctx.identity.tenant_id
+    root = await store.find(tenant, root_id)
+    if root is None:
+        raise NotFound(f"task {root_id} not found")
+    return [root, *await store.descendants(tenant, root_id)]
+
+
+async def _tasks_to_run(
+    store: TaskStore, params: dict[str, Any], ctx: RpcContext
+) -> tuple[str, list[Task]]:
+    """(root id, every task of the tree) for ``task_id`` or ``tasks`` params."""
+    task_id = params.get("task_id")
+    if task_id is not None:
+        if not isinstance(task_id, str):
+            raise invalid("task_id", "must be a string")
+        require_uuid(task_id, "task_id")
+        return task_id, await _tree_of(store, ctx, task_id)
+    members = params.get("tasks")
+    if not isinstance(members, list) or not members:
+        raise invalid("tasks", "a non-empty array of tasks (or task_id) is required")
+    first = members[0]
+    if len(members) == 1 and isinstance(first, dict) and set(first) == {"id"}:
+        stored_id = first["id"]
+        if not is_uuid(stored_id):
+            raise invalid("tasks[0].id", "Invalid UUID format")
+        return stored_id, await _tree_of(store, ctx, stored_id)
+    created = await TASK_METHODS["tasks.create"]({"tasks": members}, ctx)
+    ids = [str(member["id"]) for member in created["tasks"]]
+    found = await store.find_many(ctx.identity.tenant_id, ids)
+    return str(created["id"]), [found[i] for i in ids if i in found]
+
+
+def _check_runnable(tasks: list[Task]) -> None:
+    for task in tasks:
+        if task.status != "pending":
+            raise Conflict(
+                f"task {task.id} is {task.status}; only a pending tree can execute "
+                f"(copy it with tasks.copy to run it again)"
+            )
+
+
+@tasks_method("tasks.execute")
+async def execute(params: dict[str, Any], ctx: RpcContext) -> Any:
+    """Validate a task tree and run it as one graph run (see the module docstring)."""
+    store = await task_store(ctx)
+    streaming = wants_stream(params, ctx.envelope) and not ctx.in_batch
+    push = push_config_of(ctx.envelope, params)
+    root_id, tasks = await _tasks_to_run(store, params, ctx)
+    tenant = ctx.identity.tenant_id
+    root = next(t for t in tasks if t.id == root_id)
+    require_control(ctx, root)
+    _check_runnable(tasks)
+    graph = build_task_graph(tasks, await ctx.state.catalog.get(), root_task_id=root_id)
+
+    # A fresh key fixes the workflow id before the start, so every task names
+    # its run before any node of it can finish.
+    start_key = f"tasks.execute:{root_id}:{uuid.uuid4().hex}"
+    workflow_id = new_workflow_id(tenant, start_key)
+    await _claim(store, tenant, root_id, [t.id for t in tasks if t.id != root_id], workflow_id)
+    tracker = _tracker(ctx, store)
+    if push is not None:
+        await PushOutbox(ctx.state.bus.redis).configure(root_id, push)
+    await tracker.publish(
+        status_event(task_id=root_id, root_task_id=root_id, status="in_progress", progress=0.0)
+    )
+    request = StartRunRequest(
+        graph_spec=graph.spec.model_dump(mode="json", by_alias=True, exclude_none=True),
+        input={"root_task_id": root_id},
+        meta={TASK_RUN_META: graph.meta.model_dump(mode="json")},
+    )
+    try:
+        started, _ = await start_run(
+            request,
+            tenant_id=tenant,
+            user_id=ctx.identity.user_id,
+            idempotency_key=start_key,
+            temporal=ctx.state.temporal,
+            archive=ctx.state.archive,
+            bus=ctx.state.bus,
+            catalog=ctx.state.catalog,
+            settings=ctx.state.settings,
+            base_url=base_url(ctx.request),
+        )
+    except Exception:
+        await _release(store, tenant, [t.id for t in tasks], workflow_id)
+        raise
+    body = {
+        "root_task_id": root_id,
+        "status": "started",
+        "workflow_id": started.workflow_id,
+        "run_id": started.run_id,
+        "task_ids": graph.meta.task_ids,
+    }
+    if streaming:
+        return StreamingResult(
+            StreamingResponse(
+                _event_frames(
+                    ctx.state.hub,
+                    TaskEventLog(ctx.state.bus.redis),
+                    root_id,
+                    float(ctx.state.settings.sse_keepalive_seconds),
+                ),
+                media_type="text/event-stream",
+                headers=SSE_HEADERS,
+            )
+        )
+    return body
+
+
+async def _claim(
+    store: TaskStore, tenant: str, root_id: str, others: list[str], workflow_id: str
+) -> None:
+    """Link the tree to its run, atomically per task: a task that is not pending
+    or already belongs to a run (a concurrent execute of this tree or of a
+    subtree) makes the whole claim fail (-32000) and be undone."""
+    free = {"tenant_id": tenant, "status": "pending", "workflow_id": None}
+    stamp = {"$inc": {"version": 1}, "$currentDate": {"updated_at": True}}
+    claimed = await store.tasks.find_one_and_update(
+        {"_id": root_id, **free},
+        {
+            "$set": {
+                "status": "in_progress",
+                "progress": 0.0,
+                "workflow_id": workflow_id,
+                "root_task_id": root_id,
+                "result": None,
+                "error": None,
+            },
+            **stamp,
+        },
+    )
+    if claimed is None:
+        raise Conflict(f"task {root_id} is already executing")
+    if not others:
+        return
+    linked = await store.tasks.update_many(
+        {"_id": {"$in": others}, **free},
+        {"$set": {"workflow_id": workflow_id, "root_task_id": root_id, "progress": 0.0}, **stamp},
+    )
+    if linked.modified_count != len(others):
+        await _release(store, tenant, [root_id, *others], workflow_id)
+        raise Conflict(f"part of the tree of task {root_id} is already executing")
+
+
+async def _release(store: TaskStore, tenant: str, task_ids: list[str], workflow_id: str) -> None:
+    """Undo a claim whose run could not start (the tree may be executed again)."""
+    await store.tasks.update_many(
+        {"tenant_id": tenant, "_id": {"$in": task_ids}, "workflow_id": workflow_id},
+        {
+            "$set": {"status": "pending", "workflow_id": None, "root_task_id": None},
+            "$inc": {"version": 1},
+            "$currentDate": {"updated_at": True},
+        },
+    )
+
+
+async def _event_frames(
+    hub: SubscriptionHub, log: TaskEventLog, root_id: str, keepalive: float
+) -> AsyncIterator[bytes]:
+    """The tree's events as SSE frames, from its first, until the root's end.
+
+    Subscribe first, then read the stored events, then follow the live channel
+    (a live event only says "read on from the log", so a gap cannot appear).
+    """
+    last = 0
+    try:
+        async with hub.subscribe(events_stream_id(root_id)) as sub:
+            while True:
+                for seq, event in await log.since(root_id, last):
+                    last = seq
+                    yield event.sse(str(seq))
+                    if event.ends_tree:
+                        return
+                while True:
+                    try:
+                        async with asyncio.timeout(keepalive):
+                            live = await sub.get()
+                    except TimeoutError:
+                        yield KEEPALIVE
+                        continue
+                    if live.seq > last:
+                        break
+    except (SubscriptionLost, RedisError):
+        # The client reads the tree's state with tasks.get; SSE cannot report an error now.
+        return
+
+
+@tasks_method("tasks.cancel")
+async def cancel(params: dict[str, Any], ctx: RpcContext) -> dict[str, Any]:
+    """Cancel a pending or in-progress task (and the run of its tree, if it runs)."""
+    store = await task_store(ctx)
+    task_id = params.get("task_id")
+    if not isinstance(task_id, str):
+        raise invalid("task_id", "required (a task UUID)")
+    require_uuid(task_id, "task_id")
+    tenant = ctx.identity.tenant_id
+    task = await store.find(tenant, task_id)
+    if task is None:
+        raise NotFound(f"task {task_id} not found")
+    require_control(ctx, task)
+    if task.status in TERMINAL_STATUSES:
+        if task.status == "cancelled":
+            return {"task_id": task_id, "status": "cancelled"}
+        raise Conflict(f"task {task_id} is {task.status}; only pending or in_progress tasks cancel")
+    tracker = _tracker(ctx, store)
+    if task.workflow_id and task.root_task_id:
+        await _cancel_run(ctx, task.workflow_id)
+        await settle_run_tasks(
+            store,
+            tracker,
+            tenant,
+            task.workflow_id,
+            run_status="canceled",
+            error=f"cancelled by {ctx.identity.user_id}",
+        )
+    else:
+        await tracker.transition(
+            tenant, task_id, task_id, status="cancelled", error="cancelled before it ran"
+        )
+    current = await store.find(tenant, task_id)
+    status = current.status if current is not None else "cancelled"
+    return {"task_id": task_id, "status": status}
+
+
+async def settle_run_tasks(
+    store: TaskStore,
+    tracker: TaskTracker,
+    tenant_id: str,
+    workflow_id: str,
+    *,
+    run_status: str,
+    error: str | None,
+) -> None:
+    """Give the tasks of a run that ended outside the worker their end (root last).
+
+    A cancelled run's worker settles them itself; a terminated run runs no more
+    code, so ``tasks.cancel`` and the REST terminate route settle them here.
+    """
+    members = await store.tasks.find({"tenant_id": tenant_id, "workflow_id": workflow_id}).to_list(
+        None
+    )
+    roots = {doc.get("root_task_id") for doc in members if doc.get("root_task_id")}
+    if len(roots) != 1:
+        return  # not a task run
+    ids = [str(doc["_id"]) for doc in members]
+    meta = TaskRunMeta(
+        root_task_id=str(roots.pop()), nodes={node_id_of(i): i for i in ids}, task_ids=ids
+    )
+    await tracker.run_finished(tenant_id, meta, run_status=run_status, error=error)
+
+
+async def settle_terminated_run(state: Any, tenant_id: str, workflow_id: str, reason: str) -> None:
+    """The REST terminate route's hook: the run's tasks (if any) become cancelled."""
+    store = getattr(state, "task_store", None) or TaskStore(state.archive.database)
+    tracker = TaskTracker(store, state.bus.redis)
+    await settle_run_tasks(
+        store, tracker, tenant_id, workflow_id, run_status="terminated", error=reason
+    )
+
+
+async def _cancel_run(ctx: RpcContext, workflow_id: str) -> None:
+    handle = ctx.state.temporal.get_workflow_handle(workflow_id)
+    # Already closed: the task documents are what is left to settle.
+    with contextlib.suppress(RPCError):
+        await handle.cancel()

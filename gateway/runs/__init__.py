@@ -1,0 +1,1 @@
+"""Runs as the gateway sees them: starting, finding, describing, updating, access checks."""

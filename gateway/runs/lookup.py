@@ -1,0 +1,156 @@
+"""Finding a run and describing it from Temporal, the workflow and the archive.
+
+A run is known when any of its three homes knows it: its message stream in
+Redis, its document in MongoDB, or its workflow in Temporal. Describe combines
+them: Temporal says whether it is open, the running workflow's ``describe``
+query says what it is doing, the archive keeps the rest after it closed.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+from temporalio.client import Client, WorkflowExecutionDescription
+from temporalio.exceptions import TemporalError
+
+from spindle.gateway.api.models import RunDetail
+from spindle.gateway.runs.temporal import (
+    GRAPH_KEY,
+    TENANT_KEY,
+    describe_workflow,
+    is_open,
+    run_status_of,
+    temporal_ui_url,
+)
+from spindle.shared.contracts.errors import Conflict, NotFound, SpindleError
+from spindle.shared.contracts.runs import DESCRIBE_QUERY, NodeReport, PendingInput, RunDescription
+from spindle.shared.platform.settings import Settings
+from spindle.shared.store.archive import RunArchive, RunRecord
+
+log = logging.getLogger(__name__)
+
+# A query needs a live worker; when none is polling it would block until the
+# deadline, so keep it short and fall back to the archive.
+QUERY_TIMEOUT = timedelta(seconds=3)
+
+
+def not_found(workflow_id: str) -> NotFound:
+    return NotFound(f"run '{workflow_id}' was not found")
+
+
+async def archived_run(archive: RunArchive, workflow_id: str) -> RunRecord | None:
+    """The run's archive document; None when absent or the archive is down."""
+    try:
+        return await archive.get_run(workflow_id)
+    except Exception as exc:
+        log.warning("archive lookup of %s failed: %s", workflow_id, exc)
+        return None
+
+
+async def describe_run(
+    workflow_id: str,
+    *,
+    temporal: Client,
+    archive: RunArchive,
+    settings: Settings,
+    base_url: str,
+) -> RunDetail:
+    """Everything known about one run.
+
+    Raises:
+        NotFound: neither Temporal nor the archive knows it.
+    """
+    description = await describe_workflow(temporal, workflow_id)
+    record = await archived_run(archive, workflow_id)
+    if description is None and record is None:
+        raise not_found(workflow_id)
+
+    live: RunDescription | None = None
+    if description is not None and is_open(description):
+        live = await _query_live_state(temporal, workflow_id)
+
+    run_id = description.run_id if description is not None else record.run_id if record else None
+    detail = RunDetail(workflow_id=workflow_id, run_id=run_id, status="running")
+    if record is not None:
+        detail.graph_name = record.graph_name
+        detail.tenant_id = record.tenant_id
+        detail.status = str(record.status)
+        detail.current_nodes = list(record.current_nodes or [])
+        detail.pending_input = (
+            PendingInput.model_validate(record.pending_input) if record.pending_input else None
+        )
+        detail.input = record.input
+        detail.context = record.context
+        detail.output = record.output
+        detail.error = record.error
+        detail.created_at = record.created_at
+        detail.updated_at = record.updated_at
+    if description is not None:
+        _apply_temporal(detail, description)
+    if live is not None:
+        detail.status = str(live.status)
+        detail.graph_name = detail.graph_name or live.graph_name
+        detail.current_nodes = list(live.current_nodes)
+        detail.pending_input = live.pending_input
+        detail.node_reports = list(live.node_reports)
+        detail.output = live.output if live.output is not None else detail.output
+        detail.error = live.error or detail.error
+    else:
+        detail.node_reports = await _archived_reports(archive, workflow_id)
+    if run_id:
+        detail.temporal_ui_url = temporal_ui_url(settings, workflow_id, run_id)
+        detail.stream_url = f"{base_url}/runs/{workflow_id}/{run_id}/stream"
+        detail.updates_url = f"{base_url}/runs/{workflow_id}/{run_id}/updates"
+    return detail
+
+
+def _apply_temporal(detail: RunDetail, description: WorkflowExecutionDescription) -> None:
+    detail.temporal_status = description.status.name if description.status else None
+    detail.created_at = detail.created_at or description.start_time
+    detail.closed_at = description.close_time
+    attributes = description.typed_search_attributes
+    detail.graph_name = detail.graph_name or attributes.get(GRAPH_KEY)
+    detail.tenant_id = detail.tenant_id or attributes.get(TENANT_KEY)
+    if not is_open(description):
+        # Temporal is the truth about how a run ended (e.g. a terminate from the
+        # Temporal UI never reaches the archive).
+        detail.status = str(run_status_of(description))
+        detail.current_nodes = []
+        detail.pending_input = None
+
+
+async def _query_live_state(temporal: Client, workflow_id: str) -> RunDescription | None:
+    handle = temporal.get_workflow_handle(workflow_id)
+    try:
+        state: RunDescription = await handle.query(
+            DESCRIBE_QUERY, result_type=RunDescription, rpc_timeout=QUERY_TIMEOUT
+        )
+        return state
+    except TemporalError as exc:
+        log.info("describe query of %s unavailable (%s); using the archive", workflow_id, exc)
+        return None
+
+
+async def _archived_reports(archive: RunArchive, workflow_id: str) -> list[NodeReport]:
+    try:
+        reports: list[Any] = list(await archive.node_reports(workflow_id))
+    except Exception as exc:
+        log.warning("archive node reports of %s failed: %s", workflow_id, exc)
+        return []
+    return [r if isinstance(r, NodeReport) else NodeReport.model_validate(r) for r in reports]
+
+
+async def closed_or_unknown(
+    temporal: Client, archive: RunArchive, workflow_id: str
+) -> SpindleError:
+    """Why a run refused an update: it has finished (409) or nobody knows it (404)."""
+    description = await describe_workflow(temporal, workflow_id)
+    if description is not None and not is_open(description):
+        return Conflict(
+            f"run '{workflow_id}' has already finished ({run_status_of(description).value})"
+        )
+    if description is None and await archived_run(archive, workflow_id) is not None:
+        return Conflict(f"run '{workflow_id}' has already finished")
+    return not_found(workflow_id)

@@ -1,0 +1,230 @@
+"""Starting a run: validate everything first, then start ``GraphRun`` by name.
+
+Nothing is started or written when validation fails. Once Temporal has
+accepted the start the run is real: the archive document and the stream's
+metadata are written best-effort (a failure is logged, the client still gets
+its ids, and the worker's own writes fill the archive in).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError
+
+from spindle.gateway.api.models import StartRunRequest, StartRunResponse
+from spindle.gateway.http.problems import temporal_error
+from spindle.gateway.runs.catalog_cache import CatalogCache
+from spindle.gateway.runs.temporal import (
+    GRAPH_KEY,
+    RPC_TIMEOUT,
+    TENANT_KEY,
+    new_workflow_id,
+    temporal_ui_url,
+)
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.contracts.errors import NotFound
+from spindle.shared.contracts.graph_spec import GraphSpec
+from spindle.shared.contracts.runs import GRAPH_RUN_WORKFLOW, GraphRunInput, RunStatus
+from spindle.shared.graphs.structure import parse_graph
+from spindle.shared.graphs.validation import validate_graph, validate_run_input
+from spindle.shared.platform import metrics
+from spindle.shared.platform.settings import Settings
+from spindle.shared.platform.telemetry import current_trace_ids, current_traceparent
+from spindle.shared.store.archive import RunArchive, RunRecord
+
+log = logging.getLogger(__name__)
+
+
+async def resolve_graph(body: StartRunRequest, archive: RunArchive, tenant_id: str) -> GraphSpec:
+    """The graph to run: the registered one by name, or the inline spec.
+
+    Raises:
+        NotFound: no graph is registered under that name.
+        GraphInvalid: the inline spec does not match the graph schema.
+    """
+    if body.graph_spec is not None:
+        return parse_graph(body.graph_spec)
+    assert body.graph is not None
+    stored = await archive.get_graph(body.graph, tenant_id=tenant_id)
+    if stored is None:
+        raise NotFound(f"graph '{body.graph}' is not registered (see GET /graphs)")
+    if isinstance(stored, GraphSpec):
+        return stored
+    return parse_graph(stored)
+
+
+async def start_run(
+    body: StartRunRequest,
+    *,
+    tenant_id: str,
+    user_id: str | None,
+    idempotency_key: str | None,
+    temporal: Client,
+    archive: RunArchive,
+    bus: MessageBus,
+    catalog: CatalogCache,
+    settings: Settings,
+    base_url: str,
+) -> tuple[StartRunResponse, bool]:
+    """Validate, start and record one run.
+
+    Returns:
+        The run's ids and links, and whether a new run was started (False when
+        an ``Idempotency-Key`` matched an earlier start).
+
+    Raises:
+        NotFound, GraphInvalid, ExecutorNotFound, InputInvalid: before anything
+            is started.
+        Unavailable: Temporal cannot be reached.
+    """
+    spec = await resolve_graph(body, archive, tenant_id)
+    validate_graph(spec, await catalog.get())
+    validate_run_input(spec, body.input)
+
+    workflow_id = new_workflow_id(tenant_id, idempotency_key)
+    run_input = GraphRunInput(
+        graph=spec,
+        input=body.input,
+        context=body.context,
+        meta=body.meta,
+        tenant_id=tenant_id,
+        user_id=user_id,
+    )
+    try:
+        handle = await _start(
+            temporal, run_input, workflow_id, settings, idempotent=bool(idempotency_key)
+        )
+    except WorkflowAlreadyStartedError as exc:
+        # A retried POST whose run already finished: answer with that run.
+        run_id = exc.run_id or ""
+        return _response(settings, base_url, workflow_id, run_id), False
+    except RPCError as exc:
+        raise temporal_error(exc) from exc
+
+    run_id = handle.result_run_id or handle.first_execution_run_id or ""
+    # With USE_EXISTING the server says whether it started a new execution;
+    # the SDK keeps that answer only on the handle's start response.
+    start_reply = getattr(handle, "_start_workflow_response", None)
+    started = bool(getattr(start_reply, "started", True))
+    response = _response(settings, base_url, workflow_id, run_id)
+    if started:
+        metrics.run_started()
+        await _record_start(
+            archive,
+            bus,
+            spec=spec,
+            run_input=run_input,
+            workflow_id=workflow_id,
+            run_id=run_id,
+            response=response,
+        )
+    return response, started
+
+
+async def _start(
+    temporal: Client,
+    run_input: GraphRunInput,
+    workflow_id: str,
+    settings: Settings,
+    *,
+    idempotent: bool,
+) -> WorkflowHandle[Any, Any]:
+    search_attributes = TypedSearchAttributes(
+        [
+            SearchAttributePair(TENANT_KEY, run_input.tenant_id),
+            SearchAttributePair(GRAPH_KEY, run_input.graph.name),
+        ]
+    )
+    if idempotent:
+        # Same key → same workflow id: a running run is reused, a closed one is
+        # reported (WorkflowAlreadyStartedError) instead of started again.
+        conflict = WorkflowIDConflictPolicy.USE_EXISTING
+        reuse = WorkflowIDReusePolicy.REJECT_DUPLICATE
+    else:
+        conflict = WorkflowIDConflictPolicy.FAIL
+        reuse = WorkflowIDReusePolicy.ALLOW_DUPLICATE
+    return await temporal.start_workflow(
+        GRAPH_RUN_WORKFLOW,
+        run_input,
+        id=workflow_id,
+        task_queue=settings.task_queue,
+        memo={
+            "graph": run_input.graph.name,
+            "tenant": run_input.tenant_id,
+            "user": run_input.user_id,
+        },
+        search_attributes=search_attributes,
+        id_conflict_policy=conflict,
+        id_reuse_policy=reuse,
+        static_summary=f"graph {run_input.graph.name}",
+        rpc_timeout=RPC_TIMEOUT,
+    )
+
+
+def _response(settings: Settings, base_url: str, workflow_id: str, run_id: str) -> StartRunResponse:
+    run_path = f"{base_url}/runs/{workflow_id}/{run_id}"
+    return StartRunResponse(
+        workflow_id=workflow_id,
+        run_id=run_id,
+        stream_url=f"{run_path}/stream",
+        updates_url=f"{run_path}/updates",
+        status_url=f"{base_url}/runs/{workflow_id}",
+        temporal_ui_url=temporal_ui_url(settings, workflow_id, run_id),
+    )
+
+
+async def _record_start(
+    archive: RunArchive,
+    bus: MessageBus,
+    *,
+    spec: GraphSpec,
+    run_input: GraphRunInput,
+    workflow_id: str,
+    run_id: str,
+    response: StartRunResponse,
+) -> None:
+    now = datetime.now(UTC)
+    # The request's span started the run: answers and steering join its trace.
+    traceparent = current_traceparent()
+    record = RunRecord(
+        workflow_id=workflow_id,
+        run_id=run_id,
+        tenant_id=run_input.tenant_id,
+        user_id=run_input.user_id,
+        graph_name=spec.name,
+        status=RunStatus.RUNNING,
+        input=run_input.input,
+        context=run_input.context,
+        created_at=now,
+        updated_at=now,
+        temporal_ui_url=response.temporal_ui_url,
+        trace_id=current_trace_ids().get("traceId") if traceparent else None,
+        traceparent=traceparent,
+    )
+    try:
+        await archive.create_run(record)
+    except Exception as exc:
+        log.error("run %s started but its archive document was not written: %s", workflow_id, exc)
+    try:
+        await bus.set_meta(
+            workflow_id,
+            {
+                "run_id": run_id,
+                "tenant_id": run_input.tenant_id,
+                "user_id": run_input.user_id or "",
+                "graph": spec.name,
+            },
+        )
+    except Exception as exc:
+        log.error("run %s started but its stream metadata was not written: %s", workflow_id, exc)

@@ -1,0 +1,97 @@
+"""What a subscriber of the ``SubscriptionHub`` holds: a bounded queue of one
+stream's live events, fed by the hub's reader with ``put_nowait`` (a slow
+consumer never holds up the others: it overflows and is told to resume from
+the backlog)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncIterator
+from typing import Any
+
+from spindle.shared.bus.message_bus import LiveEvent
+
+
+class SubscriptionLost(Exception):
+    """The live feed of a subscription broke (connection dropped, queue overflowed,
+    hub stopped). Nothing more will arrive: resume from the backlog by seq."""
+
+
+class Subscription:
+    """One subscriber's view of a stream's live channel (a single consumer task)."""
+
+    def __init__(self, stream_id: str, maxsize: int) -> None:
+        self.stream_id = stream_id
+        self._events: deque[LiveEvent] = deque()
+        self._maxsize = maxsize
+        self._waiter: asyncio.Future[None] | None = None
+        self._lost: str | None = None
+        self._channel: Any = None  # the hub's bookkeeping of the channel
+
+    @property
+    def lost(self) -> str | None:
+        """Why the subscription was lost, or None while it is live."""
+        return self._lost
+
+    def pending(self) -> int:
+        """Events received and not yet taken."""
+        return len(self._events)
+
+    async def get(self) -> LiveEvent:
+        """The next live event, in publish order.
+
+        Raises:
+            SubscriptionLost: the feed broke; events may have been missed.
+        """
+        while not self._events:
+            if self._lost is not None:
+                raise SubscriptionLost(self._lost)
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        if self._lost is not None:
+            raise SubscriptionLost(self._lost)
+        return self._events.popleft()
+
+    def get_nowait(self) -> LiveEvent | None:
+        """The next event if one is queued, else None.
+
+        Raises:
+            SubscriptionLost: the feed broke.
+        """
+        if self._lost is not None:
+            raise SubscriptionLost(self._lost)
+        return self._events.popleft() if self._events else None
+
+    def __aiter__(self) -> AsyncIterator[LiveEvent]:
+        return self
+
+    async def __anext__(self) -> LiveEvent:
+        return await self.get()
+
+    def _deliver(self, event: LiveEvent) -> bool:
+        if self._lost is not None:
+            return False
+        if len(self._events) >= self._maxsize:
+            self._lose(f"live queue overflowed ({self._maxsize} events): consumer too slow")
+            return False
+        self._events.append(event)
+        self._wake()
+        return True
+
+    def _lose(self, reason: str) -> None:
+        if self._lost is None:
+            self._lost = reason
+            self._events.clear()
+            self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+__all__ = ["Subscription", "SubscriptionLost"]

@@ -1,0 +1,101 @@
+"""Parameter models of the built-in node types.
+
+They live in ``shared`` so the gateway can validate a graph's parameters before
+a run starts without importing worker code; the worker's node implementations
+read their parameters through the same models.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from spindle.shared.contracts.workstreams import LaunchRequest
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AgentParams(_Params):
+    """``agent``: an LLM loop, one activity per LLM turn and one per tool call."""
+
+    instructions: str = Field("You are a helpful assistant.", max_length=100_000)
+    prompt: str | None = Field(
+        None, max_length=100_000, description="user message template; default: _previous/input"
+    )
+    tools: list[str] = Field(default_factory=list, max_length=64)
+    max_turns: int = Field(8, ge=1, le=100)
+    model: str | None = None
+    temperature: float | None = Field(None, ge=0, le=2)
+
+
+class ToolParams(_Params):
+    """``tool``: call one registered Python callable with typed arguments."""
+
+    tool: str = Field(min_length=1)
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class PromptParams(_Params):
+    """``prompt``: ask a human (HITL) and wait for a valid answer."""
+
+    prompt: str = Field("Please provide input:", max_length=10_000)
+    ui_schema: dict[str, Any] | None = Field(
+        None, description="JSON Schema of the answer; default: one required string"
+    )
+    title: str | None = None
+
+
+class Route(_Params):
+    when: str
+    port: str = Field(min_length=1)
+
+
+class RouterParams(_Params):
+    """``router``: choose the output port(s) whose condition holds."""
+
+    routes: list[Route] = Field(min_length=1)
+    default: str | None = None
+    all_matches: bool = Field(False, description="take every matching route, not the first")
+
+
+class OutputParams(_Params):
+    """``output``: select/shape the run's result and announce it."""
+
+    select: str | None = Field(None, description="JMESPath over the state; default _previous")
+    message: str | None = Field(
+        None, description="answer template posted as ANSWER; without it nothing is posted"
+    )
+
+
+class WorkstreamParams(LaunchRequest):
+    """``workstream``: launch a child workstream (seed 002); ``task`` is a template."""
+
+    wait: bool = Field(
+        False,
+        description="wait for the child's end and output its outcome; "
+        "default: output its launch id at once",
+    )
+
+
+BUILTIN_PARAMS: dict[str, type[BaseModel]] = {
+    "agent": AgentParams,
+    "tool": ToolParams,
+    "prompt": PromptParams,
+    "router": RouterParams,
+    "output": OutputParams,
+    "workstream": WorkstreamParams,
+}
+
+
+def default_ui_schema(node_id: str, prompt: str, title: str | None = None) -> dict[str, Any]:
+    """Seed 000's prompt schema: one required string ``<node>_response``."""
+    key = f"{node_id}_response"
+    return {
+        "title": title or "User Input Required",
+        "type": "object",
+        "properties": {key: {"type": "string", "title": prompt}},
+        "required": [key],
+    }

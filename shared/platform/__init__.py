@@ -1,0 +1,1 @@
+"""Process plumbing every side uses: settings, connections, logging, metrics, tracing."""

@@ -1,0 +1,1 @@
+"""MongoDB: the run archive, run documents and traces, files, API keys."""

@@ -1,0 +1,416 @@
+"""The MongoDB archive: what must outlive Redis.
+
+CONTRACT (keep these names and semantics).
+Uses ``pymongo.AsyncMongoClient`` and a conservative subset of operations that
+the nx-27017 wire server supports: one document per message and per node
+report, no unbounded arrays, idempotent upserts keyed by ``_id``.
+
+Collections::
+
+    runs          _id=workflow_id; run_id, tenant_id, user_id, graph_name, status,
+                  current_nodes, pending_input, context, input, output, error,
+                  created_at, updated_at (datetimes, UTC), and seed 000's
+                  workflowId, currentNodeId, portData, trace, pendingInput, plus
+                  traceId, traceparent (``spindle.shared.store.run_document``)
+                  indexes: (tenant_id, created_at), (tenant_id, status), graph_name
+    messages      _id="<stream_id>:<seq:012d>"; stream_id, seq, ts, raw (str, the
+                  stored compact JSON), traceId, spanId (of the posting span;
+                  absent when tracing is off) — index (stream_id, seq) unique
+    run_trace     _id=messageId; one NodeMessage of a run with workflowId, nodeId,
+                  role, at, streamId (``spindle.shared.store.run_trace``) — indexes
+                  (workflowId, at), streamId
+    node_reports  _id="<workflow_id>:<node_id>:<visit>"; workflow_id, report fields,
+                  input (envelope), output (envelope) — index (workflow_id, started_at)
+    graphs        _id="<tenant_id>/<name>"; name, spec (dict), tenant_id, updated_at
+    catalogs      _id=worker identity (default: a hash of the catalog); catalog, updated_at
+                  — ``get_catalog`` merges them all, so workers offering
+                  different node types and tools add up
+
+Differences seen with nx-27017 (0.8.1, on neosqlite 1.17) versus MongoDB, and
+how this module stays inside the common subset:
+
+- Datetimes come back naive unless the client is ``tz_aware``; we ask for
+  ``tz_aware=True`` and still normalise every datetime read to aware UTC.
+- ``$set`` of a top-level datetime on an EXISTING document stores the string
+  ``"YYYY-MM-DD HH:MM:SS.ffffff"`` (UTC) instead of a date (nested datetimes,
+  inserts, replacements, upsert-inserts and ``$currentDate`` keep real dates),
+  so range queries and sorts on such a field break. ``update_run`` sets
+  ``updated_at`` with ``$currentDate``; ``RunRecord`` parses either form back
+  to an aware UTC datetime; nothing sorts or filters on a ``$set`` date.
+- ``$max`` with a datetime does not update the field: not used.
+- ``replace_one(..., upsert=True)`` whose replacement lacks ``_id`` inserts a
+  document with a NEW ObjectId instead of the filter's ``_id``: replacements
+  here always carry their ``_id``.
+- Pipeline-style updates (``update_one(f, [{"$set": ...}])``) fail with
+  ``'list' object has no attribute 'keys'``: only operator updates here.
+- Unknown update operators are accepted silently instead of refused.
+- Index names are not kept (``list_indexes`` shows ``idx_<coll>_<fields>``) and
+  descending keys are listed (and presumably built) ascending; harmless for
+  equality-prefix indexes like ours, and ``create_index`` stays idempotent.
+- A unique index does not refuse two documents that both lack the field, and
+  conflicting index options on an existing name are accepted (seen by the
+  team's probe): our unique index is on fields every document has.
+- ``Decimal128`` cannot be stored (JSON serialisation error in the server), and
+  documents as ``_id`` fail in queries: ids here are strings, values plain JSON.
+- ``$not`` (and other rarer query operators) are not implemented; queries here
+  use equality and ``$gt`` only.
+- ``GridFSBucket`` fails (``no such column: id``); nothing here uses GridFS.
+- ``insert_many(ordered=False)`` with duplicate ids behaves like MongoDB
+  (inserts the rest, ``BulkWriteError`` code 11000), which makes archiving
+  messages idempotent with one round trip.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from pymongo import ASCENDING, DESCENDING, AsyncMongoClient
+from pymongo.errors import BulkWriteError, PyMongoError
+
+from spindle.shared.bus.message_bus import StoredMessage
+from spindle.shared.contracts.graph_spec import GraphSpec
+from spindle.shared.contracts.runs import NodeReport
+from spindle.shared.graphs.catalog import Catalog
+from spindle.shared.platform.mongo import mongo_client
+from spindle.shared.store.run_document import (
+    PROGRESS_KEYS,
+    TRACE_COLLECTION,
+    RunRecord,
+    as_utc,
+    document_fields,
+    normalise,
+    storable,
+    utcnow,
+)
+
+if TYPE_CHECKING:
+    from pymongo.asynchronous.collection import AsyncCollection
+    from pymongo.asynchronous.database import AsyncDatabase
+
+    from spindle.shared.platform.settings import Settings
+
+DUPLICATE_KEY = 11000
+# Run records leave out the document's port data (``spindle.shared.store.run_document``).
+NOT_PORT_DATA = {"portData": 0}
+
+
+def message_id(stream_id: str, seq: int) -> str:
+    return f"{stream_id}:{seq:012d}"
+
+
+def node_report_id(workflow_id: str, report: NodeReport) -> str:
+    return f"{workflow_id}:{report.node_id}:{report.visit}"
+
+
+class RunArchive:
+    """Runs, messages, node reports, graphs and worker catalogs in MongoDB.
+
+    The archive owns its client: ``close()`` closes it.
+    """
+
+    def __init__(self, client: AsyncMongoClient[dict[str, Any]], db_name: str) -> None:
+        self._client = client
+        self._db: AsyncDatabase[dict[str, Any]] = client[db_name]
+        self.runs: AsyncCollection[dict[str, Any]] = self._db["runs"]
+        self.messages_coll: AsyncCollection[dict[str, Any]] = self._db["messages"]
+        self.node_reports_coll: AsyncCollection[dict[str, Any]] = self._db["node_reports"]
+        self.graphs: AsyncCollection[dict[str, Any]] = self._db["graphs"]
+        self.catalogs: AsyncCollection[dict[str, Any]] = self._db["catalogs"]
+        # One document per NodeMessage of a run (spindle.shared.store.run_trace).
+        self.run_trace_coll: AsyncCollection[dict[str, Any]] = self._db[TRACE_COLLECTION]
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RunArchive:
+        return cls(mongo_client(settings, appname="spindle"), settings.mongo_db)
+
+    @property
+    def database(self) -> AsyncDatabase[dict[str, Any]]:
+        return self._db
+
+    async def ensure_indexes(self) -> None:
+        """Create the indexes (idempotent; fixed names)."""
+        await self.runs.create_index(
+            [("tenant_id", ASCENDING), ("created_at", DESCENDING)], name="tenant_created"
+        )
+        await self.runs.create_index(
+            [("tenant_id", ASCENDING), ("status", ASCENDING)], name="tenant_status"
+        )
+        await self.runs.create_index([("graph_name", ASCENDING)], name="graph_name")
+        await self.messages_coll.create_index(
+            [("stream_id", ASCENDING), ("seq", ASCENDING)], name="stream_seq", unique=True
+        )
+        await self.node_reports_coll.create_index(
+            [("workflow_id", ASCENDING), ("started_at", ASCENDING)], name="workflow_started"
+        )
+        await self.run_trace_coll.create_index(
+            [("workflowId", ASCENDING), ("at", ASCENDING)], name="workflow_at"
+        )
+        await self.run_trace_coll.create_index([("streamId", ASCENDING)], name="stream")
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def ping(self) -> bool:
+        """True when the server answers."""
+        try:
+            await self._client.admin.command("ping")
+        except PyMongoError:
+            return False
+        return True
+
+    # -- runs ----------------------------------------------------------------
+
+    async def create_run(self, record: RunRecord) -> None:
+        """Store a run; idempotent, and never undoes progress already recorded.
+
+        The worker may report progress (e.g. ``paused``) before the gateway has
+        written the run: identity fields are set, progress fields only on insert.
+        """
+        doc = record.to_document()
+        progress = {k: doc.pop(k) for k in PROGRESS_KEYS if k in doc}
+        progress["created_at"] = doc.pop("created_at")
+        for key in ("traceId", "traceparent"):
+            if doc.get(key) is None:
+                doc.pop(key, None)  # never unset what a traced worker recorded
+        doc_id = doc.pop("_id")
+        await self.runs.update_one(
+            {"_id": doc_id}, {"$set": doc, "$setOnInsert": progress}, upsert=True
+        )
+
+    async def update_run(
+        self, workflow_id: str, *, create_with: dict[str, Any] | None = None, **fields: Any
+    ) -> bool:
+        """Set fields of a run; ``updated_at`` becomes the server's time unless given.
+
+        Args:
+            workflow_id: the run.
+            create_with: identity fields (``run_id``, ``graph_name``, ...) to create
+                the run with if it is not archived yet, so no update is lost to a
+                race with ``create_run``.
+            **fields: ``RunRecord`` fields to set.
+
+        Returns:
+            False when no such run exists (and ``create_with`` was not given).
+
+        Raises:
+            ValueError: a field that ``RunRecord`` does not have.
+        """
+        to_set = document_fields(fields)
+        update: dict[str, Any] = {}
+        if to_set:
+            update["$set"] = to_set
+        if "updated_at" not in fields:
+            # $currentDate, not $set: nx-27017 turns a $set datetime into a string.
+            update["$currentDate"] = {"updated_at": True}
+        if create_with is not None:
+            on_insert = {k: v for k, v in document_fields(create_with).items() if k not in to_set}
+            on_insert.setdefault("created_at", utcnow())
+            on_insert["workflowId"] = workflow_id
+            if "status" not in to_set:
+                # A run the worker reports on before the gateway wrote it is running.
+                on_insert.setdefault("status", "running")
+            update["$setOnInsert"] = storable(on_insert)
+        result = await self.runs.update_one(
+            {"_id": workflow_id}, update, upsert=create_with is not None
+        )
+        return result.matched_count > 0 or result.upserted_id is not None
+
+    async def get_run(self, workflow_id: str) -> RunRecord | None:
+        doc = await self.runs.find_one({"_id": workflow_id}, NOT_PORT_DATA)
+        return RunRecord.from_document(doc) if doc is not None else None
+
+    async def list_runs(
+        self,
+        *,
+        tenant_id: str | None = None,
+        status: str | None = None,
+        graph_name: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> tuple[list[RunRecord], int]:
+        """Runs matching every given filter, newest first, and how many match in all."""
+        query: dict[str, Any] = {}
+        if tenant_id is not None:
+            query["tenant_id"] = tenant_id
+        if status is not None:
+            query["status"] = storable(status)
+        if graph_name is not None:
+            query["graph_name"] = graph_name
+        total = await self.runs.count_documents(query)
+        cursor = (
+            self.runs.find(query, NOT_PORT_DATA)
+            .sort([("created_at", DESCENDING), ("_id", DESCENDING)])
+            .skip(max(0, offset))
+            .limit(max(0, limit))
+        )
+        records = [RunRecord.from_document(doc) async for doc in cursor] if limit > 0 else []
+        return records, total
+
+    # -- messages ------------------------------------------------------------
+
+    async def save_messages(
+        self,
+        stream_id: str,
+        messages: Sequence[StoredMessage],
+        *,
+        trace_ids: dict[str, str] | None = None,
+    ) -> int:
+        """Archive stored messages; saving one again is a no-op (idempotent).
+
+        Args:
+            trace_ids: ``traceId`` / ``spanId`` of the span that posted them
+                (``spindle.shared.platform.telemetry.current_trace_ids``), stored on each; none
+                when tracing is off.
+
+        Returns:
+            How many were new.
+        """
+        if not messages:
+            return 0
+        docs = [
+            {
+                "_id": message_id(stream_id, m.seq),
+                "stream_id": stream_id,
+                "seq": m.seq,
+                "ts": m.ts,
+                "raw": m.raw.decode(),
+                **(trace_ids or {}),
+            }
+            for m in messages
+        ]
+        try:
+            result = await self.messages_coll.insert_many(docs, ordered=False)
+        except BulkWriteError as exc:
+            errors = exc.details.get("writeErrors", [])
+            if any(error.get("code") != DUPLICATE_KEY for error in errors):
+                raise
+            return int(exc.details.get("nInserted", 0))
+        return len(result.inserted_ids)
+
+    async def messages(
+        self, stream_id: str, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[StoredMessage]:
+        """Archived messages of a stream with ``seq > after_seq``, in seq order."""
+        cursor = self.messages_coll.find({"stream_id": stream_id, "seq": {"$gt": after_seq}}).sort(
+            "seq", ASCENDING
+        )
+        if limit is not None:
+            if limit <= 0:
+                return []
+            cursor = cursor.limit(limit)
+        return [
+            StoredMessage(int(doc["seq"]), int(doc["ts"]), doc["raw"].encode())
+            async for doc in cursor
+        ]
+
+    # -- node reports --------------------------------------------------------
+
+    async def save_node_report(
+        self, workflow_id: str, report: NodeReport, *, input: Any = None, output: Any = None
+    ) -> None:
+        """Archive one node execution; saving it again replaces it (idempotent)."""
+        fields = storable(report.model_dump(mode="json"))
+        fields.update(workflow_id=workflow_id, input=storable(input), output=storable(output))
+        await self.node_reports_coll.update_one(
+            {"_id": node_report_id(workflow_id, report)},
+            {"$set": fields, "$setOnInsert": {"recorded_at": utcnow()}},
+            upsert=True,
+        )
+
+    async def node_reports(self, workflow_id: str) -> list[dict[str, Any]]:
+        """A run's node reports in execution order (start time, then first save)."""
+        cursor = self.node_reports_coll.find({"workflow_id": workflow_id}).sort(
+            [("started_at", ASCENDING), ("recorded_at", ASCENDING), ("_id", ASCENDING)]
+        )
+        reports = []
+        async for doc in cursor:
+            doc.pop("_id", None)
+            reports.append(normalise(doc))
+        return reports
+
+    # -- graphs --------------------------------------------------------------
+
+    async def save_graph(self, spec: GraphSpec, *, tenant_id: str) -> None:
+        """Store a tenant's graph definition under its name (replacing an older one)."""
+        doc_id = _graph_id(tenant_id, spec.name)
+        await self.graphs.replace_one(
+            {"_id": doc_id},
+            {
+                "_id": doc_id,
+                "name": spec.name,
+                "spec": spec.model_dump(mode="json", by_alias=True, exclude_none=True),
+                "tenant_id": tenant_id,
+                "updated_at": utcnow(),
+            },
+            upsert=True,
+        )
+
+    async def get_graph(self, name: str, *, tenant_id: str) -> GraphSpec | None:
+        """The tenant's graph of that name (other tenants' graphs are invisible)."""
+        doc = await self.graphs.find_one({"_id": _graph_id(tenant_id, name)})
+        return GraphSpec.model_validate(doc["spec"]) if doc is not None else None
+
+    async def list_graphs(self, *, tenant_id: str | None = None) -> list[GraphSpec]:
+        """Stored graphs by name (optionally only one tenant's)."""
+        query: dict[str, Any] = {} if tenant_id is None else {"tenant_id": tenant_id}
+        cursor = self.graphs.find(query).sort("_id", ASCENDING)
+        return [GraphSpec.model_validate(doc["spec"]) async for doc in cursor]
+
+    # -- worker catalogs -----------------------------------------------------
+
+    async def save_catalog(self, catalog: Catalog, *, worker_id: str | None = None) -> str:
+        """Publish a worker's catalog. Workers with different node types and tools
+        each keep a document, and ``get_catalog`` merges them.
+
+        Args:
+            worker_id: the publishing worker's identity; by default the catalog's
+                content hash, so identical workers share one document.
+
+        Returns:
+            The document id used.
+        """
+        body = catalog.model_dump(mode="json")
+        doc_id = (
+            worker_id
+            or hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
+        )
+        await self.catalogs.replace_one(
+            {"_id": doc_id},
+            {"_id": doc_id, "catalog": body, "updated_at": utcnow()},
+            upsert=True,
+        )
+        return doc_id
+
+    async def get_catalog(self) -> Catalog | None:
+        """Every published catalog merged (newer documents win on equal names),
+        or None when no worker has published."""
+        merged: Catalog | None = None
+        async for doc in self.catalogs.find({}).sort(
+            [("updated_at", ASCENDING), ("_id", ASCENDING)]
+        ):
+            catalog = Catalog.model_validate(doc["catalog"])
+            merged = catalog if merged is None else merged.merged(catalog)
+        return merged
+
+    async def delete_catalogs(self) -> None:
+        """Forget every published catalog (tests; workers republish at start)."""
+        await self.catalogs.delete_many({})
+
+
+__all__ = [
+    "RunArchive",
+    "RunRecord",
+    "StoredMessage",
+    "as_utc",
+    "message_id",
+    "node_report_id",
+    "utcnow",
+]
+
+
+def _graph_id(tenant_id: str, name: str) -> str:
+    # Graph names are unique per tenant, not globally.
+    return f"{tenant_id}/{name}"

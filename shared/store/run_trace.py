@@ -1,0 +1,310 @@
+"""A run's NodeMessage trace and its progress in the run document (seed 000).
+
+Seed 000 appends every NodeMessage of a run to a ``trace`` array in the run's
+document. An array grows without bound (MongoDB caps a document at 16 MB), so
+here each NodeMessage is a document of its own in the ``run_trace`` collection,
+keyed by its ``messageId`` and carrying its run::
+
+    run_trace  _id=messageId; the envelope's fields (messageId, from, to,
+               fromPort, toPort, type, timestamp, payload, context, trace, meta)
+               plus workflowId, runId, nodeId, visit, attempt, role ("input",
+               "prompt" or "output"), at (the envelope's time, a date), rank,
+               streamId (the stream the run posts to: a workstream child's is
+               its parent's), traceId, spanId (the span that recorded it;
+               absent when tracing is off) — indexes (workflowId, at), streamId
+
+and the run document's ``trace`` field says where they are
+(``{"collection": "run_trace", "lastMessageId": …}``).
+
+The worker writes through two archive operations, so that MongoDB outages are
+bridged by the archive outbox like every other write: ``NodeStarted`` (the node
+becomes ``currentNodeId`` and joins ``current_nodes``) and ``NodeFinished`` (the
+node report, its NodeMessages, its output in ``portData`` and its leaving
+``current_nodes``). Every write is idempotent (upserts by id, ``$addToSet``,
+``$pull``, ``$set``), so the outbox may replay one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+import orjson
+from pydantic import BaseModel, Field
+from pymongo import ASCENDING, ReplaceOne
+
+from spindle.shared.contracts.runs import NodeReport
+from spindle.shared.store.run_document import (
+    TRACE_COLLECTION,
+    as_utc,
+    document_fields,
+    normalise,
+    storable,
+    utcnow,
+)
+
+if TYPE_CHECKING:
+    from spindle.shared.store.archive import RunArchive
+
+SUMMARY_CHARS = 200
+DEFAULT_PORT = "output"
+TraceRole = Literal["input", "prompt", "output"]
+# Order of a node's messages that share a timestamp.
+_RANK = {"input": 0, "prompt": 1, "output": 2}
+
+
+class TraceEntry(BaseModel):
+    """One NodeMessage of a run, with who recorded it."""
+
+    message: dict[str, Any] = Field(description="the NodeMessage envelope, as on the wire")
+    node_id: str
+    visit: int | None = Field(None, description="the node's visit (None: not known)")
+    attempt: int = 1
+    role: TraceRole
+    trace_ids: dict[str, str] = Field(
+        default_factory=dict, description="traceId / spanId of the recording span"
+    )
+
+    @property
+    def message_id(self) -> str:
+        return str(self.message["messageId"])
+
+    def document(
+        self, workflow_id: str, run_id: str, stream_id: str | None = None
+    ) -> dict[str, Any]:
+        at = _parse_time(self.message.get("timestamp"))
+        doc: dict[str, Any] = storable(self.message)
+        doc.update(
+            _id=self.message_id,
+            workflowId=workflow_id,
+            runId=run_id,
+            streamId=stream_id or workflow_id,
+            nodeId=self.node_id,
+            visit=self.visit,
+            attempt=self.attempt,
+            role=self.role,
+            rank=_RANK[self.role],
+            at=at,
+            **self.trace_ids,
+        )
+        return doc
+
+
+def _parse_time(value: Any) -> datetime:
+    if isinstance(value, str):
+        try:
+            parsed = as_utc(datetime.fromisoformat(value))
+        except ValueError:
+            return utcnow()
+        # Mongo keeps milliseconds: what is written sorts as what is read.
+        return parsed.replace(microsecond=parsed.microsecond // 1000 * 1000)
+    return utcnow()
+
+
+def bounded_output(value: Any, max_bytes: int) -> Any:
+    """``value`` when its JSON is at most ``max_bytes``, else a summary of it."""
+    try:
+        raw = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS, default=str)
+    except TypeError:
+        raw = repr(value).encode()
+    if len(raw) <= max_bytes:
+        return value
+    text = raw.decode(errors="replace")
+    return {"truncated": True, "bytes": len(raw), "summary": text[: SUMMARY_CHARS - 1] + "…"}
+
+
+def port_key(port: str | None) -> str:
+    """A port name usable as a document key (no ``.``, no leading ``$``)."""
+    key = (port or DEFAULT_PORT).replace(".", "_")
+    return "_" + key[1:] if key.startswith("$") else key
+
+
+# -- operations (applied now, or replayed later by the archive outbox) ----------
+
+
+class NodeStarted(BaseModel):
+    """A node began executing: it becomes the run's ``currentNodeId`` and joins
+    ``current_nodes`` (a prompt's request also sets ``pending_input``)."""
+
+    kind: Literal["node_started"] = "node_started"
+    workflow_id: str
+    run_id: str
+    stream_id: str | None = Field(None, description="the stream posted to; default: the run's")
+    node_id: str
+    create_with: dict[str, Any] = Field(
+        default_factory=dict,
+        description="identity to create the run with if it is not archived; empty: never create",
+    )
+    fields: dict[str, Any] = Field(
+        default_factory=dict, description="other RunRecord fields to set with it"
+    )
+    trace: list[TraceEntry] = Field(default_factory=list)
+
+    async def apply(self, archive: RunArchive) -> None:
+        to_set = document_fields({"current_node_id": self.node_id, **self.fields})
+        update = {
+            "$set": to_set,
+            "$addToSet": {"current_nodes": self.node_id},
+            "$currentDate": {"updated_at": True},
+        }
+        if self.create_with:
+            update["$setOnInsert"] = insert_fields(self.workflow_id, self.create_with, to_set)
+        await asyncio.gather(
+            archive.runs.update_one(
+                {"_id": self.workflow_id}, update, upsert=bool(self.create_with)
+            ),
+            save_trace(archive, self.workflow_id, self.run_id, self.trace, self.stream_id),
+        )
+
+    def describe(self) -> str:
+        return f"start of node {self.node_id} in {self.workflow_id}"
+
+
+class NodeFinished(BaseModel):
+    """A node execution ended: its report, its NodeMessages, its output by port."""
+
+    kind: Literal["node_finished"] = "node_finished"
+    workflow_id: str
+    run_id: str
+    stream_id: str | None = Field(None, description="the stream posted to; default: the run's")
+    report: NodeReport
+    input: Any = None
+    output: Any = None
+    trace: list[TraceEntry] = Field(default_factory=list)
+    port_data: dict[str, Any] = Field(
+        default_factory=dict, description="port → (bounded) output; empty when it failed"
+    )
+    trace_id: str | None = None
+    current_node_id: str | None = Field(
+        None, description="set when the node's start was not recorded apart (a quick node)"
+    )
+    create_with: dict[str, Any] = Field(
+        default_factory=dict,
+        description="identity to create the run with if it is not archived; empty: never create",
+    )
+
+    async def apply(self, archive: RunArchive) -> None:
+        node = self.report.node_id
+        run_set: dict[str, Any] = {
+            f"portData.{node}.{port}": v for port, v in self.port_data.items()
+        }
+        if self.trace:
+            run_set["trace"] = {
+                "collection": TRACE_COLLECTION,
+                "lastMessageId": self.trace[-1].message_id,
+            }
+        if self.trace_id:
+            run_set["traceId"] = self.trace_id
+        if self.current_node_id:
+            run_set.update(document_fields({"current_node_id": self.current_node_id}))
+        update: dict[str, Any] = {
+            "$pull": {"current_nodes": node},
+            "$currentDate": {"updated_at": True},
+        }
+        if run_set:
+            update["$set"] = storable(run_set)
+        if self.create_with:
+            update["$setOnInsert"] = insert_fields(self.workflow_id, self.create_with, run_set)
+        await asyncio.gather(
+            archive.save_node_report(
+                self.workflow_id, self.report, input=self.input, output=self.output
+            ),
+            save_trace(archive, self.workflow_id, self.run_id, self.trace, self.stream_id),
+            archive.runs.update_one(
+                {"_id": self.workflow_id}, update, upsert=bool(self.create_with)
+            ),
+        )
+
+    def describe(self) -> str:
+        return f"end of node {self.report.node_id} in {self.workflow_id}"
+
+
+# -- reads and writes -------------------------------------------------------------
+
+
+def insert_fields(
+    workflow_id: str, create_with: dict[str, Any], to_set: dict[str, Any]
+) -> dict[str, Any]:
+    """``$setOnInsert`` of a run document first written by a node's start or end:
+    its identity, less what the same update sets."""
+    on_insert = {k: v for k, v in document_fields(create_with).items() if k not in to_set}
+    on_insert.update(workflowId=workflow_id, created_at=utcnow())
+    if "status" not in to_set:
+        on_insert.setdefault("status", "running")
+    stored: dict[str, Any] = storable(on_insert)
+    return stored
+
+
+async def save_trace(
+    archive: RunArchive,
+    workflow_id: str,
+    run_id: str,
+    entries: list[TraceEntry],
+    stream_id: str | None = None,
+) -> None:
+    """Store NodeMessages of a run; storing one again replaces it (idempotent).
+
+    ``stream_id`` (default: the run's own) is kept as ``streamId``: a workstream
+    child's NodeMessages go with its parent's stream when the parent is pruned.
+    """
+    if not entries:
+        return
+    docs = [entry.document(workflow_id, run_id, stream_id) for entry in entries]
+    await archive.run_trace_coll.bulk_write(
+        [ReplaceOne({"_id": doc["_id"]}, doc, upsert=True) for doc in docs], ordered=False
+    )
+
+
+async def run_trace(archive: RunArchive, workflow_id: str) -> list[dict[str, Any]]:
+    """A run's NodeMessages in the order they were made (``_id`` left out)."""
+    cursor = archive.run_trace_coll.find({"workflowId": workflow_id}).sort(
+        [("at", ASCENDING), ("rank", ASCENDING), ("_id", ASCENDING)]
+    )
+    found = []
+    async for doc in cursor:
+        doc.pop("_id", None)
+        found.append(normalise(doc))
+    return found
+
+
+async def port_data(archive: RunArchive, workflow_id: str) -> dict[str, Any] | None:
+    """The run document's ``portData`` (None: no such run)."""
+    doc = await archive.runs.find_one({"_id": workflow_id}, {"portData": 1})
+    if doc is None:
+        return None
+    value = doc.get("portData")
+    return value if isinstance(value, dict) else {}
+
+
+async def run_traceparent(archive: RunArchive, workflow_id: str) -> str | None:
+    """The W3C trace context the run started under, if it was recorded."""
+    doc = await archive.runs.find_one({"_id": workflow_id}, {"traceparent": 1})
+    value = doc.get("traceparent") if doc is not None else None
+    return value if isinstance(value, str) and value else None
+
+
+async def message_trace_ids(archive: RunArchive, stream_id: str) -> list[dict[str, Any]]:
+    """``{seq, traceId, spanId}`` of each archived message of a stream that has them."""
+    cursor = archive.messages_coll.find(
+        {"stream_id": stream_id}, {"seq": 1, "traceId": 1, "spanId": 1}
+    ).sort("seq", ASCENDING)
+    return [
+        {"seq": int(doc["seq"]), "traceId": doc["traceId"], "spanId": doc.get("spanId")}
+        async for doc in cursor
+        if doc.get("traceId")
+    ]
+
+
+__all__ = [
+    "NodeFinished",
+    "NodeStarted",
+    "TraceEntry",
+    "bounded_output",
+    "message_trace_ids",
+    "port_data",
+    "port_key",
+    "run_trace",
+    "run_traceparent",
+    "save_trace",
+]

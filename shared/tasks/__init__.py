@@ -1,0 +1,1 @@
+"""Seed 003 tasks: their MongoDB store, their event stream, push notifications."""

@@ -1,0 +1,70 @@
+"""``spindle archive prune``: delete old runs from the configured MongoDB archive.
+
+::
+
+    spindle archive prune --older-than-days N [--dry-run]
+
+Deletes runs created more than N days ago together with their stream's messages,
+their node reports and their NodeMessage trace, and prints how many of each.
+pymongo is imported when the command runs, not when ``spindle`` builds its parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from spindle.cli.archive_retention import PruneCounts
+
+
+def add_archive_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser("archive", help="maintain the MongoDB archive")
+    actions = parser.add_subparsers(title="actions", metavar="ACTION", required=True)
+
+    prune = actions.add_parser(
+        "prune",
+        help="delete runs older than N days with their messages, node reports and trace",
+    )
+    prune.add_argument(
+        "--older-than-days",
+        type=_non_negative,
+        required=True,
+        metavar="N",
+        help="delete runs created more than N days ago (fractions allowed)",
+    )
+    prune.add_argument("--dry-run", action="store_true", help="only count what would be deleted")
+    prune.set_defaults(handler=_cmd_prune)
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
+async def _prune(days: float, dry_run: bool) -> PruneCounts:
+    from spindle.cli.archive_retention import cutoff_for, prune_runs
+    from spindle.shared.platform.settings import get_settings
+    from spindle.shared.store.archive import RunArchive
+
+    archive = RunArchive.from_settings(get_settings())
+    try:
+        return await prune_runs(archive, older_than=cutoff_for(days), dry_run=dry_run)
+    finally:
+        await archive.close()
+
+
+def _cmd_prune(args: argparse.Namespace) -> int:
+    counts = asyncio.run(_prune(args.older_than_days, args.dry_run))
+    verb = "would delete" if args.dry_run else "deleted"
+    print(
+        f"{verb} {counts.runs} runs, {counts.messages} messages, "
+        f"{counts.node_reports} node reports, {counts.trace_messages} trace messages"
+    )
+    return 0

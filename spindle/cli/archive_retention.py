@@ -1,0 +1,73 @@
+"""Archive retention: delete runs older than a cut-off with their messages, node
+reports and NodeMessage trace.
+
+Works on MongoDB and on the nx-27017 wire server alike: only ``find`` with a
+range on ``created_at`` (a real date: it is written on insert), and
+``delete_many`` with ``$in`` on ids, in bounded batches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from spindle.shared.store.archive import utcnow
+
+if TYPE_CHECKING:
+    from spindle.shared.store.archive import RunArchive
+
+# How many runs are deleted per round trip (bounded ``$in`` lists).
+PRUNE_BATCH = 500
+
+
+@dataclass(frozen=True)
+class PruneCounts:
+    """How many documents a prune deleted (or, in a dry run, would delete)."""
+
+    runs: int = 0
+    messages: int = 0
+    node_reports: int = 0
+    trace_messages: int = 0
+
+
+def cutoff_for(days: float) -> datetime:
+    """The creation time before which a run is older than ``days`` days."""
+    return utcnow() - timedelta(days=days)
+
+
+async def prune_runs(
+    archive: RunArchive, *, older_than: datetime, dry_run: bool = False
+) -> PruneCounts:
+    """Delete runs created before ``older_than``, with their messages, node reports
+    and NodeMessage trace (``run_trace``).
+
+    A run's messages are those of its stream (the run's workflow id; workstream
+    children post to their parent's stream, so they go with the parent).
+
+    Args:
+        archive: the archive to prune.
+        older_than: runs created strictly before this (aware UTC) are deleted.
+        dry_run: count what would be deleted, delete nothing.
+    """
+    cursor = archive.runs.find({"created_at": {"$lt": older_than}}, {"_id": 1})
+    ids = [str(doc["_id"]) async for doc in cursor]
+    runs = messages = reports = traced = 0
+    for start in range(0, len(ids), PRUNE_BATCH):
+        batch = ids[start : start + PRUNE_BATCH]
+        by_stream = {"stream_id": {"$in": batch}}
+        by_workflow = {"workflow_id": {"$in": batch}}
+        # A run's NodeMessages, and those of its workstream children (their stream).
+        by_trace_stream = {"streamId": {"$in": batch}}
+        if dry_run:
+            runs += len(batch)
+            messages += await archive.messages_coll.count_documents(by_stream)
+            reports += await archive.node_reports_coll.count_documents(by_workflow)
+            traced += await archive.run_trace_coll.count_documents(by_trace_stream)
+            continue
+        # Children first: a run is only gone once nothing of it is left behind.
+        messages += (await archive.messages_coll.delete_many(by_stream)).deleted_count
+        reports += (await archive.node_reports_coll.delete_many(by_workflow)).deleted_count
+        traced += (await archive.run_trace_coll.delete_many(by_trace_stream)).deleted_count
+        runs += (await archive.runs.delete_many({"_id": {"$in": batch}})).deleted_count
+    return PruneCounts(runs=runs, messages=messages, node_reports=reports, trace_messages=traced)

@@ -1,0 +1,1 @@
+"""``spindle chat``: a run in the terminal."""

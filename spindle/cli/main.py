@@ -1,0 +1,286 @@
+"""The ``spindle`` command.
+
+::
+
+    spindle dev                       the embedded default stack, one command
+    spindle worker                    the Temporal worker alone (a deployment's worker)
+    spindle gateway                   the HTTP gateway alone (a deployment's gateway)
+    spindle graphs register FILE...   validate and store graph definitions
+    spindle graphs list               the registered graphs
+    spindle runs replay WORKFLOW_ID   replay a run's Temporal history with this code
+    spindle runs timeline WORKFLOW_ID a run's node executions, from the archive
+    spindle runs list|describe|cancel runs as the gateway's clients see them
+    spindle chat GRAPH --input JSON   start a run and hold its conversation
+
+Each command lives in a ``_cmd_*`` function and is added by an ``_add_*``
+function, so a new command (``replay``, ``timeline``, ``keys``) is one more
+pair. Heavy modules are imported inside the command that needs them, which
+keeps ``spindle --help`` instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _port(text: str) -> int:
+    from spindle.dev.config import DevStackError, parse_port
+
+    try:
+        return parse_port(text, name="port")
+    except DevStackError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def environ_with_dotenv(path: Path = Path(".env")) -> dict[str, str]:
+    """The process environment over the values of ``.env`` (as ``Settings`` reads)."""
+    values: dict[str, str] = {}
+    if path.is_file():
+        from dotenv import dotenv_values
+
+        values = {k: v for k, v in dotenv_values(path).items() if v is not None}
+    return {**values, **os.environ}
+
+
+# -- dev ---------------------------------------------------------------------
+
+
+def _add_dev(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from spindle.dev.config import DATA_DIR_ENV, HOST_ENV, PORT_OPTIONS
+
+    parser = commands.add_parser(
+        "dev",
+        help="run the embedded default stack (Temporal, Redis, MongoDB, worker, gateway)",
+        description=(
+            "Start a Temporal dev server, Redis (REDIS_URL or an embedded server), "
+            "MongoDB (MONGO_URL or an embedded wire-protocol server), the worker and "
+            "the gateway; register the example graphs; stop everything on Ctrl-C. "
+            "Each flag also reads the environment variable named in its help; "
+            "the flag wins."
+        ),
+    )
+    parser.add_argument(
+        "--host", default=None, help=f"address to listen on [{HOST_ENV}; default 127.0.0.1]"
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help=f"where data and logs go [{DATA_DIR_ENV}; default ./.spindle]",
+    )
+    for option in PORT_OPTIONS:
+        parser.add_argument(
+            option.flag,
+            dest=option.key,
+            type=_port,
+            default=None,
+            metavar="PORT",
+            help=f"{option.what} port [{option.env}; default {option.default}]",
+        )
+    parser.set_defaults(handler=_cmd_dev)
+
+
+def _cmd_dev(args: argparse.Namespace) -> int:
+    from spindle.dev.config import resolve_dev_config
+    from spindle.dev.stack import run_dev
+
+    config = resolve_dev_config(vars(args), environ_with_dotenv())
+    return run_dev(config)
+
+
+# -- worker / gateway --------------------------------------------------------
+
+
+def _add_worker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "worker",
+        help="run the Temporal worker against configured servers",
+        description="Run the worker in this process, configured by SPINDLE_* variables.",
+    )
+    parser.add_argument(
+        "--task-queue",
+        action="append",
+        dest="task_queues",
+        metavar="QUEUE",
+        help=(
+            "poll this task queue (repeatable; default: SPINDLE_WORKER_TASK_QUEUES, else "
+            "SPINDLE_TASK_QUEUE). The main queue runs workflows and activities, any other "
+            "only the activities of the nodes a graph routes to it"
+        ),
+    )
+    parser.set_defaults(handler=_cmd_worker)
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    from spindle.worker.main import main as worker_main
+
+    worker_main(args.task_queues)
+    return 0
+
+
+def _add_gateway(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "gateway",
+        help="run the HTTP gateway against configured servers",
+        description="Run the gateway in this process, configured by SPINDLE_* variables.",
+    )
+    parser.set_defaults(handler=_cmd_gateway)
+
+
+def _cmd_gateway(args: argparse.Namespace) -> int:
+    from spindle.gateway.main import main as gateway_main
+
+    gateway_main()
+    return 0
+
+
+# -- graphs ------------------------------------------------------------------
+
+
+def _add_graphs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser("graphs", help="register and list graph definitions")
+    actions = parser.add_subparsers(title="actions", metavar="ACTION", required=True)
+
+    register = actions.add_parser(
+        "register",
+        help="validate YAML/JSON graph files and store them in the archive",
+        description=(
+            "Validate every file against the node types and tools the workers offer, "
+            "then store them all; if one is invalid, none is stored."
+        ),
+    )
+    register.add_argument("files", nargs="*", type=Path, metavar="FILE")
+    register.add_argument(
+        "--examples", action="store_true", help="also register the bundled example graphs"
+    )
+    register.add_argument("--tenant", default="default", help="owning tenant (default: default)")
+    register.set_defaults(handler=_cmd_graphs_register)
+
+    listing = actions.add_parser("list", help="list the registered graphs")
+    listing.add_argument("--tenant", default=None, help="only this tenant's graphs")
+    listing.add_argument("--json", action="store_true", help="print the full specs as JSON")
+    listing.set_defaults(handler=_cmd_graphs_list)
+
+
+def _cmd_graphs_register(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from spindle.shared.contracts.errors import GraphInvalid, InvalidRequest
+    from spindle.shared.platform.settings import get_settings
+    from spindle.shared.store.graph_registry import load_graph_file, register_graphs
+    from spindle.worker.examples import examples_with_origin
+
+    if not args.files and not args.examples:
+        raise InvalidRequest("name at least one graph FILE, or pass --examples")
+    specs = []
+    if args.examples:
+        specs += examples_with_origin()
+    problems: list[str] = []
+    for path in args.files:
+        try:
+            specs.append((str(path), load_graph_file(path)))
+        except GraphInvalid as exc:
+            problems.append(exc.detail)
+    if problems:
+        raise GraphInvalid("\n".join(problems))
+    names = asyncio.run(register_graphs(get_settings(), specs, tenant_id=args.tenant))
+    print(f"registered {len(names)} graph(s): {', '.join(names)}")
+    return 0
+
+
+def _cmd_graphs_list(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from spindle.shared.platform.settings import get_settings
+    from spindle.shared.store.graph_registry import list_graphs
+
+    graphs = asyncio.run(list_graphs(get_settings(), tenant_id=args.tenant))
+    if args.json:
+        import orjson
+
+        dumped = [g.model_dump(mode="json", by_alias=True, exclude_none=True) for g in graphs]
+        sys.stdout.write(orjson.dumps(dumped, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return 0
+    if not graphs:
+        print("no graphs registered")
+        return 0
+    rows = [("NAME", "VERSION", "NODES", "DESCRIPTION")]
+    rows += [(g.name, g.version, str(len(g.nodes)), g.description) for g in graphs]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)), row[3])
+    return 0
+
+
+# -- entry point -------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line, for ``main`` and for tests."""
+    parser = argparse.ArgumentParser(
+        prog="spindle",
+        description="Durable AI agent graph runs on Temporal, streamed live over SSE.",
+    )
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    _add_dev(commands)
+    _add_worker(commands)
+    _add_gateway(commands)
+    _add_graphs(commands)
+    from spindle.cli.archive_commands import add_archive_command
+    from spindle.cli.chat.command import add_chat_command
+    from spindle.cli.key_commands import add_keys_command
+    from spindle.cli.run_commands import add_runs_command
+
+    add_keys_command(commands)
+    add_runs_command(commands)
+    add_chat_command(commands)
+    add_archive_command(commands)
+    return parser
+
+
+def _user_error(exc: Exception) -> str | None:
+    """The message to print for an error the user can act on, else None."""
+    from spindle.dev.config import DevStackError
+    from spindle.dev.processes import ProcessFailed
+    from spindle.shared.contracts.errors import SpindleError
+
+    if isinstance(exc, SpindleError):
+        return exc.detail
+    if isinstance(exc, DevStackError | ProcessFailed):
+        return str(exc)
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``spindle`` command line; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 2
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        message = _user_error(exc)
+        if message is None:
+            raise
+        print(f"spindle: error: {message}", file=sys.stderr)
+        return 1
+
+
+def _run() -> Any:  # pragma: no cover - module entry
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    _run()

@@ -1,0 +1,190 @@
+"""What the gateway answers, as typed models for SDK users.
+
+They mirror the gateway's response bodies and ignore fields they do not know,
+so a newer gateway does not break an older client. Request and answer bodies
+that the gateway and the worker already share (``UserInput``, ``SignalAck``,
+the workstream models) are re-used from ``shared`` as they are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from spindle.shared.contracts.messages import (
+    AgentMessage,
+    AgentMessageType,
+    CompactMessage,
+    to_agent_message,
+)
+from spindle.shared.contracts.runs import NodeReport, PendingInput
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class StartedRun(_Answer):
+    """``POST /runs``: the new run and where to watch it."""
+
+    workflow_id: str
+    run_id: str
+    stream_url: str
+    updates_url: str
+    status_url: str
+    temporal_ui_url: str | None = None
+
+
+class RunSummary(_Answer):
+    """One run in ``GET /runs``."""
+
+    workflow_id: str
+    run_id: str
+    tenant_id: str | None = None
+    user_id: str | None = None
+    graph_name: str | None = None
+    status: str
+    input: Any = None
+    output: Any = None
+    error: str | None = None
+    current_nodes: list[str] = Field(default_factory=list)
+    pending_input: dict[str, Any] | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+class RunPage(_Answer):
+    """A page of ``GET /runs``, newest first."""
+
+    runs: list[RunSummary]
+    total: int
+    limit: int
+    offset: int
+
+
+class RunInfo(_Answer):
+    """``GET /runs/{workflowId}``: status, current nodes, pending input, node reports."""
+
+    workflow_id: str
+    run_id: str | None = None
+    graph_name: str | None = None
+    tenant_id: str | None = None
+    status: str
+    temporal_status: str | None = None
+    current_nodes: list[str] = Field(default_factory=list)
+    pending_input: PendingInput | None = None
+    node_reports: list[NodeReport] = Field(default_factory=list)
+    input: Any = None
+    context: dict[str, Any] | None = None
+    output: Any = None
+    error: str | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    closed_at: datetime | None = None
+    temporal_ui_url: str | None = None
+    stream_url: str | None = None
+    updates_url: str | None = None
+
+
+class Accepted(_Answer):
+    """A cancel or terminate request the gateway took."""
+
+    status: str
+    message: str
+    workflow_id: str
+
+
+class UploadedFile(_Answer):
+    """A file stored with a run."""
+
+    file_id: str
+    workflow_id: str
+    name: str
+    content_type: str
+    size: int
+    sha256: str
+    uploaded_by: str | None = None
+    uploaded_at: datetime | None = None
+
+
+class StreamToken(_Answer):
+    """A short-lived read-only token for one run's stream (for ``EventSource``)."""
+
+    access_token: str
+    expires_at: datetime
+    stream_url: str
+
+
+RunRef = StartedRun | RunInfo | RunSummary | str
+"""A run: a model the SDK returned, or a workflow id."""
+
+LATEST_RUN = "latest"
+
+
+def run_ids(run: RunRef) -> tuple[str, str]:
+    """``(workflow_id, run_id)`` of a run reference.
+
+    A bare workflow id addresses the run's current execution (the gateway serves
+    per-run routes by workflow id).
+    """
+    if isinstance(run, str):
+        return run, LATEST_RUN
+    return run.workflow_id, run.run_id or LATEST_RUN
+
+
+@dataclass(frozen=True)
+class StreamedMessage:
+    """One message of a run's stream, in both formats.
+
+    Attributes:
+        compact: the wire form (``t``, ``m``, ``w``, ``d``, ``f``, ``ts``, ``i``).
+        message: the readable ``AgentMessage`` form.
+        seq: the message's sequence number in its run (the SSE id); None for
+            messages of the phase-1 history, which carries none.
+        replayed: True for messages of the phase-1 history, False for live ones.
+    """
+
+    compact: CompactMessage
+    message: AgentMessage
+    seq: int | None = None
+    replayed: bool = False
+
+    @classmethod
+    def of(
+        cls, compact: CompactMessage, run_id: str, *, seq: int | None, replayed: bool
+    ) -> StreamedMessage:
+        """Wrap a wire message, converting it for ``message``."""
+        return cls(compact, to_agent_message(compact, run_id), seq, replayed)
+
+    @property
+    def type(self) -> AgentMessageType:
+        return self.compact.t
+
+    @property
+    def text(self) -> str:
+        return self.compact.m or ""
+
+    @property
+    def details(self) -> Any:
+        return self.compact.d
+
+    @property
+    def ts(self) -> int | None:
+        return self.compact.ts
+
+    @property
+    def workstream(self) -> str:
+        """The workstream that posted it (``main`` for the run itself)."""
+        return self.compact.workstream
+
+    @property
+    def activity_id(self) -> str | None:
+        return self.compact.i
+
+    @property
+    def ends_conversation(self) -> bool:
+        """True for the main workstream's COMPLETE or TERMINATED: the last message."""
+        return self.compact.ends_conversation

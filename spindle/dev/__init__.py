@@ -1,0 +1,1 @@
+"""The embedded development stack behind ``spindle dev``."""

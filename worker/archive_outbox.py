@@ -1,0 +1,426 @@
+"""A durable outbox in Redis for archive writes MongoDB could not take.
+
+Runs never wait on MongoDB: when an archive write fails because MongoDB is
+unreachable (or slower than ``write_timeout``), the write is recorded as an
+operation in a Redis list and the run goes on. A catch-up loop in every worker
+process replays the list in order, with backoff, until MongoDB answers; a short
+Redis lock lets only one process drain at a time, and an operation leaves the
+list only after MongoDB took it. Every operation is idempotent (messages are
+keyed by stream and seq, node reports by node visit, run updates are ``$set``),
+so replaying one that did reach MongoDB before a crash is harmless.
+
+While the outbox holds anything, new writes queue behind it instead of going to
+MongoDB directly: a run's updates are then applied in the order they were made
+(a late ``paused`` never overwrites ``completed``), and a run does not pay the
+write timeout again and again while MongoDB is down.
+
+Keys (one hash tag, so the Lua scripts run on Redis Cluster), per archive
+database, since workers of different databases may share a Redis::
+
+    spindle:{archive-outbox:<db>}:queue   LIST of operations (JSON), oldest first
+    spindle:{archive-outbox:<db>}:lock    STRING token of the process draining it
+    spindle:{archive-outbox:<db>}:dead    LIST of operations MongoDB refused for good
+
+Messages are queued with their stored bytes rather than as a seq range to read
+back from Redis later: a run's Redis list is capped, and a chatty run would
+have trimmed the oldest ones before a long outage ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+import weakref
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+from pymongo.errors import ConnectionFailure, ExecutionTimeout, PyMongoError, WTimeoutError
+from redis.exceptions import RedisError
+
+from spindle.shared.bus.message_bus import StoredMessage
+from spindle.shared.contracts.runs import NodeReport
+from spindle.shared.platform.background_loop import BackgroundLoop
+from spindle.shared.store.run_trace import NodeFinished, NodeStarted
+
+if TYPE_CHECKING:
+    from spindle.shared.platform.redis_connect import RedisClient
+    from spindle.shared.store.archive import RunArchive
+
+logger = logging.getLogger(__name__)
+
+WRITE_TIMEOUT_SECONDS = 2.0
+LOCK_MILLISECONDS = 15_000
+IDLE_POLL_SECONDS = 1.0
+BACKOFF_FIRST_SECONDS = 0.25
+BACKOFF_MAX_SECONDS = 5.0
+
+_POP_IF_HEAD = """
+if redis.call('LINDEX', KEYS[1], 0) == ARGV[1] then
+  redis.call('LPOP', KEYS[1])
+  if KEYS[2] then redis.call('RPUSH', KEYS[2], ARGV[1]) end
+  return 1
+end
+return 0
+"""
+_REFRESH_LOCK = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+_RELEASE_LOCK = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+
+# -- operations ---------------------------------------------------------------
+
+
+class ArchivedMessage(BaseModel):
+    """One stored message of a stream, as the archive keeps it."""
+
+    seq: int
+    ts: int
+    raw: str
+
+
+class SaveMessages(BaseModel):
+    """``RunArchive.save_messages`` of part of a stream."""
+
+    kind: Literal["messages"] = "messages"
+    stream_id: str
+    messages: list[ArchivedMessage]
+    trace_ids: dict[str, str] = Field(
+        default_factory=dict, description="traceId / spanId of the span that posted them"
+    )
+
+    @classmethod
+    def of(
+        cls,
+        stream_id: str,
+        messages: list[StoredMessage],
+        *,
+        trace_ids: dict[str, str] | None = None,
+    ) -> SaveMessages:
+        return cls(
+            stream_id=stream_id,
+            messages=[ArchivedMessage(seq=m.seq, ts=m.ts, raw=m.raw.decode()) for m in messages],
+            trace_ids=trace_ids or {},
+        )
+
+    async def apply(self, archive: RunArchive) -> None:
+        stored = [StoredMessage(m.seq, m.ts, m.raw.encode()) for m in self.messages]
+        await archive.save_messages(self.stream_id, stored, trace_ids=self.trace_ids)
+
+    def describe(self) -> str:
+        seqs = [m.seq for m in self.messages]
+        span = f"{min(seqs)}-{max(seqs)}" if seqs else "none"
+        return f"messages {span} of {self.stream_id}"
+
+
+class UpdateRun(BaseModel):
+    """``RunArchive.update_run``: ``$set`` of some fields of a run."""
+
+    kind: Literal["update_run"] = "update_run"
+    workflow_id: str
+    create_with: dict[str, Any] | None = None
+    fields: dict[str, Any] = Field(default_factory=dict)
+
+    async def apply(self, archive: RunArchive) -> None:
+        await archive.update_run(self.workflow_id, create_with=self.create_with, **self.fields)
+
+    def describe(self) -> str:
+        return f"update of run {self.workflow_id} ({', '.join(sorted(self.fields))})"
+
+
+class SaveNodeReport(BaseModel):
+    """``RunArchive.save_node_report`` of one node execution."""
+
+    kind: Literal["node_report"] = "node_report"
+    workflow_id: str
+    report: NodeReport
+    input: Any = None
+    output: Any = None
+
+    async def apply(self, archive: RunArchive) -> None:
+        await archive.save_node_report(
+            self.workflow_id, self.report, input=self.input, output=self.output
+        )
+
+    def describe(self) -> str:
+        return f"report of node {self.report.node_id} in {self.workflow_id}"
+
+
+ArchiveOperation = SaveMessages | UpdateRun | SaveNodeReport | NodeStarted | NodeFinished
+ArchiveOp = Annotated[ArchiveOperation, Field(discriminator="kind")]
+
+
+class QueuedOp(BaseModel):
+    """An operation in the outbox, with when it was queued (epoch ms)."""
+
+    op: ArchiveOp
+    queued_at_ms: int
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for failures that a later retry can fix (MongoDB down, slow or failing over)."""
+    if isinstance(exc, ConnectionFailure | ExecutionTimeout | WTimeoutError | TimeoutError):
+        return True
+    if isinstance(exc, PyMongoError):
+        return bool(exc.timeout) or exc.has_error_label("RetryableWriteError")
+    return isinstance(exc, OSError)
+
+
+# -- the outbox ---------------------------------------------------------------
+
+
+class ArchiveOutbox:
+    """Archive writes that fall back to a Redis list when MongoDB fails.
+
+    Args:
+        redis: the bus's Redis client (``decode_responses=False``).
+        database: the archive's database name (each database has its own outbox).
+        write_timeout: seconds a direct write may take before it is queued instead.
+    """
+
+    def __init__(
+        self,
+        redis: RedisClient,
+        database: str,
+        *,
+        write_timeout: float = WRITE_TIMEOUT_SECONDS,
+    ) -> None:
+        tag = f"spindle:{{archive-outbox:{database}}}"
+        self.queue_key = f"{tag}:queue"
+        self.lock_key = f"{tag}:lock"
+        self.dead_key = f"{tag}:dead"
+        self.write_timeout = write_timeout
+        self._redis = redis
+        self._pop_if_head = redis.register_script(_POP_IF_HEAD)
+        self._refresh_lock = redis.register_script(_REFRESH_LOCK)
+        self._release_lock = redis.register_script(_RELEASE_LOCK)
+        self.pushed = asyncio.Event()
+
+    async def write(self, archive: RunArchive, op: ArchiveOperation) -> bool:
+        """Apply ``op`` to the archive now, or queue it for the catch-up loop.
+
+        Never raises: a write that can be neither applied nor queued is logged.
+
+        Returns:
+            True when the archive took it now.
+        """
+        try:
+            behind = await self.pending() > 0
+        except (RedisError, OSError):
+            behind = False  # cannot tell: try MongoDB, it may well answer
+        if not behind:
+            try:
+                async with asyncio.timeout(self.write_timeout):
+                    await op.apply(archive)
+                return True
+            except Exception as exc:
+                if not is_transient(exc):
+                    logger.warning("archive refused %s: %s", op.describe(), exc)
+                    return False
+                logger.warning(
+                    "MongoDB unavailable (%s): %s queued for catch-up",
+                    type(exc).__name__,
+                    op.describe(),
+                )
+        try:
+            await self.push(op)
+        except Exception as exc:  # never fail a node over its archive
+            logger.error("%s is lost: neither MongoDB nor Redis took it (%s)", op.describe(), exc)
+        return False
+
+    async def push(self, op: ArchiveOperation) -> None:
+        """Queue an operation behind the others."""
+        entry = QueuedOp(op=op, queued_at_ms=int(time.time() * 1000))
+        await self._redis.rpush(self.queue_key, entry.model_dump_json().encode())
+        self.pushed.set()
+
+    async def pending(self) -> int:
+        """How many operations wait for MongoDB."""
+        return int(await self._redis.llen(self.queue_key))
+
+    async def dead_letters(self) -> list[QueuedOp]:
+        """Operations MongoDB refused for good (kept for an operator to look at;
+        entries that cannot even be read are skipped here)."""
+        readable = []
+        for raw in await self._redis.lrange(self.dead_key, 0, -1):
+            with contextlib.suppress(ValidationError):
+                readable.append(QueuedOp.model_validate_json(raw))
+        return readable
+
+    async def drain(self, archive: RunArchive) -> int:
+        """Replay queued operations in order until the queue is empty.
+
+        Does nothing when another process holds the drain lock.
+
+        Returns:
+            How many operations left the queue (applied, or set aside as
+            refused for good).
+
+        Raises:
+            Exception: a transient MongoDB failure (the operation stays queued)
+                or a Redis failure; the caller backs off and tries again.
+        """
+        token = uuid.uuid4().hex
+        if not await self._redis.set(self.lock_key, token, nx=True, px=LOCK_MILLISECONDS):
+            return 0
+        applied = 0
+        try:
+            while True:
+                raw = await self._redis.lindex(self.queue_key, 0)
+                if raw is None:
+                    return applied
+                await self._replay(archive, raw)
+                applied += 1
+                await self._refresh_lock(keys=[self.lock_key], args=[token, LOCK_MILLISECONDS])
+        finally:
+            with contextlib.suppress(RedisError, OSError):
+                await self._release_lock(keys=[self.lock_key], args=[token])
+
+    async def _replay(self, archive: RunArchive, raw: bytes | str) -> None:
+        try:
+            entry = QueuedOp.model_validate_json(raw)
+        except ValidationError as exc:
+            logger.error("unreadable archive operation moved aside: %s", exc)
+            await self._pop_if_head(keys=[self.queue_key, self.dead_key], args=[raw])
+            return
+        try:
+            async with asyncio.timeout(self.write_timeout):
+                await entry.op.apply(archive)
+        except Exception as exc:
+            if is_transient(exc):
+                raise
+            logger.error("archive refused %s for good: %s", entry.op.describe(), exc)
+            await self._pop_if_head(keys=[self.queue_key, self.dead_key], args=[raw])
+            return
+        await self._pop_if_head(keys=[self.queue_key], args=[raw])
+
+
+# -- the catch-up loop --------------------------------------------------------
+
+
+class ArchiveCatchUp(BackgroundLoop):
+    """Drains an outbox into the archive in the background, backing off while
+    MongoDB (or Redis) is down. One per worker process; ``start``/``stop``."""
+
+    name = "archive catch-up"
+
+    def __init__(
+        self,
+        outbox: ArchiveOutbox,
+        archive: RunArchive,
+        *,
+        idle_seconds: float = IDLE_POLL_SECONDS,
+        backoff_max_seconds: float = BACKOFF_MAX_SECONDS,
+    ) -> None:
+        self.outbox = outbox
+        self.archive = archive
+        self.idle_seconds = idle_seconds
+        self.backoff_max_seconds = backoff_max_seconds
+        super().__init__()
+
+    async def run(self) -> None:
+        """Loop until cancelled."""
+        delay = BACKOFF_FIRST_SECONDS
+        failing = False
+        while True:
+            try:
+                applied = (
+                    await self.outbox.drain(self.archive) if await self.outbox.pending() else 0
+                )
+            except Exception as exc:
+                if not failing:
+                    logger.warning(
+                        "archive catch-up waits for MongoDB or Redis: %s %s",
+                        type(exc).__name__,
+                        exc,
+                    )
+                    failing = True
+                await asyncio.sleep(delay)  # backoff while a server is down
+                delay = min(delay * 2, self.backoff_max_seconds)
+                continue
+            if failing:
+                logger.info("archive catch-up: MongoDB and Redis answer again")
+                failing = False
+            delay = BACKOFF_FIRST_SECONDS
+            if applied:
+                logger.info("archive catch-up: %d queued writes applied", applied)
+            else:
+                # Nothing queued, or another process holds the lock and drains.
+                await self._idle()
+
+    async def _idle(self) -> None:
+        self.outbox.pushed.clear()
+        # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow the
+        # cancellation that stops this loop at shutdown.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.idle_seconds):
+                await self.outbox.pushed.wait()
+
+
+# -- which outbox an archive writes through -------------------------------------
+
+_OUTBOXES: weakref.WeakKeyDictionary[RunArchive, ArchiveOutbox] = weakref.WeakKeyDictionary()
+
+
+def attach_outbox(archive: RunArchive, outbox: ArchiveOutbox | None) -> None:
+    """Make writers of ``archive`` (poster, recorder) fall back to ``outbox``;
+    None detaches. The worker attaches one per process."""
+    if outbox is None:
+        _OUTBOXES.pop(archive, None)
+    else:
+        _OUTBOXES[archive] = outbox
+
+
+def attached_outbox(archive: RunArchive | None) -> ArchiveOutbox | None:
+    """The outbox attached to ``archive``, if any."""
+    return None if archive is None else _OUTBOXES.get(archive)
+
+
+async def archive_write(
+    archive: RunArchive | None, op: ArchiveOperation, *, outbox: ArchiveOutbox | None = None
+) -> bool:
+    """Apply ``op`` through ``outbox`` (default: the one attached to ``archive``);
+    without an outbox, best-effort. Never raises.
+
+    Returns:
+        True when the archive took it now.
+    """
+    if archive is None:
+        return False
+    outbox = outbox or attached_outbox(archive)
+    if outbox is not None:
+        return await outbox.write(archive, op)
+    try:
+        await op.apply(archive)
+    except Exception as exc:
+        logger.warning("cannot archive %s: %s", op.describe(), exc)
+        return False
+    return True
+
+
+__all__ = [
+    "ArchiveCatchUp",
+    "ArchiveOp",
+    "ArchiveOperation",
+    "ArchiveOutbox",
+    "ArchivedMessage",
+    "QueuedOp",
+    "SaveMessages",
+    "SaveNodeReport",
+    "UpdateRun",
+    "archive_write",
+    "attach_outbox",
+    "attached_outbox",
+    "is_transient",
+]

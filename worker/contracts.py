@@ -1,0 +1,173 @@
+"""Typed models in and out of every activity.
+
+The workflow decides what runs; activities do all I/O (posting messages to the
+bus, archiving to MongoDB, calling LLMs and tools). One node execution is one
+activity (``execute_node``), except ``agent`` nodes (one activity per LLM turn and
+one per tool call) and ``prompt`` nodes (one to ask, one to accept the answer).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from spindle.shared.contracts.graph_spec import NodeSpec
+from spindle.shared.contracts.runs import NodeReport, PendingInput, RunStatus, UserInput
+
+EXECUTE_NODE = "execute_node"
+LLM_TURN = "llm_turn"
+TOOL_CALL = "tool_call"
+REQUEST_INPUT = "request_input"
+ACCEPT_INPUT = "accept_input"
+FINISH_RUN = "finish_run"
+POST_MESSAGE = "post_message"
+MERGE_CHILD_ARTIFACTS = "merge_child_artifacts"
+FINISH_WORKSTREAM = "finish_workstream"
+
+
+class RunRef(BaseModel):
+    """Who is running: identifies the run, its stream and its tenant."""
+
+    workflow_id: str
+    run_id: str
+    stream_id: str
+    workstream_id: str = "main"
+    tenant_id: str = "default"
+    graph_name: str
+
+
+class NodeExecution(BaseModel):
+    """Input of ``execute_node`` (and the node part of other activities)."""
+
+    run: RunRef
+    node: NodeSpec
+    visit: int = 1
+    state: dict[str, Any] = Field(
+        default_factory=dict,
+        description="run state: input, context, meta, each node's output, _previous",
+    )
+    started_at: str = Field(description="ISO 8601 workflow time the node started")
+
+
+class NodeOutcome(BaseModel):
+    """What a node produced: output, chosen ports, metadata and its report."""
+
+    output: Any = None
+    ports: list[str] = Field(default_factory=list)
+    meta: dict[str, Any] = Field(default_factory=dict)
+    report: NodeReport
+
+
+class ToolCall(BaseModel):
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ChatMessage(BaseModel):
+    """One LLM chat message (OpenAI-compatible roles)."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    name: str | None = None
+
+
+class LlmTurnInput(BaseModel):
+    execution: NodeExecution
+    turn: int
+    messages: list[ChatMessage]
+
+
+class LlmTurnResult(BaseModel):
+    message: ChatMessage
+    final: bool
+    report: NodeReport | None = Field(
+        None, description="set on the final turn: the agent node's report (archived)"
+    )
+
+
+class ToolCallInput(BaseModel):
+    execution: NodeExecution
+    turn: int
+    call: ToolCall
+    batch_index: int = Field(1, description="1-based position of this call in its turn's batch")
+    batch_size: int = Field(1, description="tool calls the model asked for in the same turn")
+
+
+class ToolCallResult(BaseModel):
+    call_id: str
+    name: str
+    content: str = Field(description="JSON text of the tool's result or error")
+    ok: bool = True
+
+
+class InputRequest(BaseModel):
+    execution: NodeExecution
+    pending: PendingInput
+
+
+class InputAcceptance(BaseModel):
+    execution: NodeExecution
+    pending: PendingInput
+    answer: dict[str, Any]
+    user_input: UserInput
+
+
+class RunFinish(BaseModel):
+    run: RunRef
+    status: RunStatus
+    output: Any = None
+    error: str | None = None
+
+
+class Empty(BaseModel):
+    """For activities with nothing to return."""
+
+
+class RunNotice(BaseModel):
+    """Input of ``post_message``: a message the workflow itself has to say (e.g. a
+    WARNING when a loop bound is reached). Its activity id makes the post idempotent."""
+
+    run: RunRef
+    type: int = Field(description="spindle.shared.contracts.messages.AgentMessageType value")
+    text: str
+    details: dict[str, Any] | None = None
+
+
+class WorkstreamFinish(BaseModel):
+    """Input of ``finish_workstream``: how a child workstream ended.
+
+    ``run`` is the child's ref (its own workflow id, the parent's stream, its
+    ``workstream_id``). A non-empty ``answer`` is stored as ``out/result.md``.
+    """
+
+    run: RunRef
+    state: str = Field(description="spindle.shared.contracts.workstreams.WorkstreamState value")
+    answer: str | None = None
+    error: str | None = None
+    iterations: int = 0
+    user_id: str | None = None
+
+
+class WorkstreamFinished(BaseModel):
+    """What ``finish_workstream`` stored: the child's artifact names."""
+
+    artifacts: list[str] = Field(default_factory=list)
+
+
+class ArtifactMerge(BaseModel):
+    """Input of ``merge_child_artifacts``: copy a workstream's artifacts to its parent."""
+
+    tenant_id: str
+    parent_workflow_id: str
+    child_workflow_id: str
+    launch_id: str
+
+
+class MergedArtifacts(BaseModel):
+    """What ``merge_child_artifacts`` copied: the parent's new artifact names."""
+
+    names: list[str] = Field(default_factory=list)

@@ -1,0 +1,85 @@
+"""The workstream updates, signal and query of ``GraphRun`` (a mixin).
+
+Each update's validator refuses bad requests before anything is recorded in
+the run's history, with an ``ApplicationError`` whose type the gateway maps to
+an HTTP status (``spindle.shared.contracts.workstreams``): ``UnknownWorkstream`` (404),
+``WorkstreamFinished`` / ``WorkstreamNotInteractive`` / ``RunFinishing`` (409).
+The work itself is ``WorkstreamSupervisor``'s.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from spindle.shared.contracts.workstreams import (
+        LAUNCH_WORKSTREAM_UPDATE,
+        MESSAGE_WORKSTREAM_UPDATE,
+        STEER_WORKSTREAM_UPDATE,
+        TERMINATE_WORKSTREAM_UPDATE,
+        WORKSTREAM_PROGRESS_SIGNAL,
+        WORKSTREAMS_QUERY,
+        LaunchAck,
+        LaunchRequest,
+        MessageWorkstream,
+        Progress,
+        SteerAck,
+        SteerWorkstream,
+        TerminateAck,
+        TerminateWorkstream,
+        WorkstreamList,
+        WorkstreamMessageAck,
+    )
+    from spindle.worker.workflows.workstreams.parent_supervisor import WorkstreamSupervisor
+
+
+class WorkstreamHandlers:
+    """Mixed into a workflow class that sets ``self._workstreams`` in its init."""
+
+    _workstreams: WorkstreamSupervisor
+
+    @workflow.update(name=LAUNCH_WORKSTREAM_UPDATE)
+    async def launch_workstream(self, request: LaunchRequest) -> LaunchAck:
+        """Launch a child workstream; answers once it has started, not ended."""
+        return await self._workstreams.launch(request)
+
+    @launch_workstream.validator
+    def _validate_launch(self, request: LaunchRequest) -> None:
+        self._workstreams.check_launch()
+
+    @workflow.update(name=STEER_WORKSTREAM_UPDATE)
+    async def steer_workstream(self, request: SteerWorkstream) -> SteerAck:
+        """Steer a running workstream (the child acknowledges it on the stream)."""
+        return await self._workstreams.steer(request)
+
+    @steer_workstream.validator
+    def _validate_steer(self, request: SteerWorkstream) -> None:
+        self._workstreams.check_running(request.launch_id)
+
+    @workflow.update(name=MESSAGE_WORKSTREAM_UPDATE)
+    async def message_workstream(self, request: MessageWorkstream) -> WorkstreamMessageAck:
+        """Send a follow-up message to a running interactive workstream."""
+        return await self._workstreams.message(request)
+
+    @message_workstream.validator
+    def _validate_message(self, request: MessageWorkstream) -> None:
+        self._workstreams.check_interactive(request.launch_id)
+
+    @workflow.update(name=TERMINATE_WORKSTREAM_UPDATE)
+    async def terminate_workstream(self, request: TerminateWorkstream) -> TerminateAck:
+        """Stop a workstream: graceful first, forced after the grace period."""
+        return await self._workstreams.terminate(request)
+
+    @terminate_workstream.validator
+    def _validate_terminate(self, request: TerminateWorkstream) -> None:
+        self._workstreams.check_terminate(request.launch_id)
+
+    @workflow.signal(name=WORKSTREAM_PROGRESS_SIGNAL)
+    def workstream_progress(self, progress: Progress) -> None:
+        """A child reports what it is doing."""
+        self._workstreams.progress(progress)
+
+    @workflow.query(name=WORKSTREAMS_QUERY)
+    def workstreams(self) -> WorkstreamList:
+        """Every workstream of the run with state, phase and deadline use."""
+        return self._workstreams.describe()

@@ -1,0 +1,407 @@
+"""One supervised workstream, as its parent sees it: start, deadline, stop, end.
+
+``SupervisedChild.run`` is the supervisor task of one child (see
+``spindle.worker.workflows.workstreams.parent_supervisor``):
+
+1. start the child workflow ``Workstream`` (``parent_close_policy``
+   REQUEST_CANCEL, the parent's task queue) without waiting for its end;
+2. a non-interactive child gets the deadline timeline: WARNING at 75 % and
+   90 % of its deadline, a wrap-up steer at 80 %, at 100 % state ``canceling``
+   and ``Stop(timeout)``; an interactive one ends only when stopped;
+3. a stopped child that has not ended ``GRACE_SECONDS`` later is cancelled
+   (forced);
+4. when it ends: the outcome (the child's ``WorkstreamOutcome``, or how its
+   workflow ended), its artifacts merged (``merge_child_artifacts``), and a
+   SYSTEM message on the parent's main stream with the result summary or the
+   timeout notice and the partial result.
+
+Timers are durable (``workflow.wait_condition`` with a timeout), so the
+time-skipping test server skips them. Workflow code: deterministic, no I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import (
+    ActivityError,
+    CancelledError,
+    ChildWorkflowError,
+    FailureError,
+    TerminatedError,
+)
+from temporalio.exceptions import TimeoutError as WorkflowTimeoutError
+from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
+
+with workflow.unsafe.imports_passed_through():
+    from spindle.shared.contracts.messages import AgentMessageType
+    from spindle.shared.contracts.workstreams import (
+        CHILD_STEER_SIGNAL,
+        CHILD_STOP_SIGNAL,
+        GRACE_SECONDS,
+        WARN_AT,
+        WORKSTREAM_WORKFLOW,
+        WRAP_UP_AT,
+        WRAP_UP_TEXT,
+        ChildStop,
+        LaunchRequest,
+        Progress,
+        SteerCommand,
+        SteerDirective,
+        WorkstreamInfo,
+        WorkstreamInput,
+        WorkstreamOutcome,
+        WorkstreamPhase,
+        WorkstreamState,
+    )
+    from spindle.worker import policies
+    from spindle.worker.contracts import (
+        MERGE_CHILD_ARTIFACTS,
+        POST_MESSAGE,
+        ArtifactMerge,
+        MergedArtifacts,
+        RunNotice,
+        RunRef,
+    )
+
+StopReason = Literal["timeout", "terminate", "parent_finished", "parent_canceled"]
+SUMMARY_CHARS = 2_000
+_STOPPED_BY = {
+    "terminate": "terminated",
+    "parent_finished": "stopped because the run ended",
+    "parent_canceled": "stopped because the run was cancelled",
+}
+
+
+def trimmed(text: str | None) -> str | None:
+    """``text`` cut to ``SUMMARY_CHARS``."""
+    if text is None or len(text) <= SUMMARY_CHARS:
+        return text
+    return text[: SUMMARY_CHARS - 1] + "…"
+
+
+@dataclass
+class SupervisedChild:
+    """What the parent knows of one launched child, and its supervision.
+
+    Attributes:
+        started_at: workflow time of the launch; the deadline counts from it.
+        handle: set once the child workflow has started.
+        stop_reason: why the parent asked it to stop (None: not asked).
+        forced: it did not stop within the grace period and was cancelled.
+        ended_at: workflow time its end was seen.
+        merged: the parent's names of its merged artifacts.
+        settled: ended, artifacts merged and the SYSTEM message posted.
+    """
+
+    launch_id: str
+    request: LaunchRequest
+    child_id: str
+    started_at: datetime
+    parent: RunRef
+    user_id: str | None
+    next_steer_id: Callable[[], str]
+    handle: ChildWorkflowHandle[Any, WorkstreamOutcome] | None = None
+    state: WorkstreamState = WorkstreamState.RUNNING
+    phase: WorkstreamPhase = WorkstreamPhase.PLANNING
+    tool: str | None = None
+    iteration: int = 0
+    latest_message: str | None = None
+    stop_reason: StopReason | None = None
+    forced: bool = False
+    ended_at: datetime | None = None
+    outcome: WorkstreamOutcome | None = None
+    merged: list[str] = field(default_factory=list)
+    settled: bool = False
+    _timers: list[asyncio.Task[None]] = field(default_factory=list)
+
+    # -- what others call -------------------------------------------------------------
+
+    async def run(self) -> None:
+        """The supervisor task: start, supervise, settle. Never cancel it: the child
+        handle it awaits would be cancelled with it."""
+        try:
+            self.handle = await workflow.start_child_workflow(
+                WORKSTREAM_WORKFLOW,
+                WorkstreamInput(
+                    launch=self.request,
+                    launch_id=self.launch_id,
+                    parent_workflow_id=self.parent.workflow_id,
+                    stream_id=self.parent.stream_id,
+                    tenant_id=self.parent.tenant_id,
+                    user_id=self.user_id,
+                    graph_name=self.parent.graph_name,
+                ),
+                id=self.child_id,
+                task_queue=workflow.info().task_queue,
+                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
+                result_type=WorkstreamOutcome,
+                static_summary=f"{self.launch_id}: {self.request.label or self.request.task}"[:200],
+            )
+        except FailureError as exc:
+            workflow.logger.warning("workstream %s did not start: %s", self.launch_id, exc)
+            failed = WorkstreamOutcome(
+                launch_id=self.launch_id, state=WorkstreamState.FAILED, error=str(exc)
+            )
+            self._ended(failed)
+            await self._announce()
+            self.settled = True
+            return
+        if self.stop_reason is not None:  # stopped while it was starting
+            await self._send_stop()
+        if not self.request.interactive:
+            self._timers.append(asyncio.create_task(self._deadline()))
+        self._ended(await self._child_end())
+        while self._timers:  # each sees the end and returns
+            await self._timers.pop(0)
+        if self.request.merge_child_artifacts:
+            await self._merge()
+        await self._announce()
+        self.settled = True
+
+    async def stop(self, reason: StopReason) -> None:
+        """Ask it to stop gracefully (``canceling``); forced after ``GRACE_SECONDS``.
+        A child already stopping or ended is left as it is."""
+        if self.stop_reason is not None or self.ended_at is not None or self.state.finished:
+            return
+        self.stop_reason, self.state = reason, WorkstreamState.CANCELING
+        if self.handle is not None:
+            await self._send_stop()
+
+    async def signal(self, name: str, arg: BaseModel) -> bool:
+        """Signal the child; False if it could not be delivered (it has ended)."""
+        await workflow.wait_condition(lambda: self.handle is not None or self.settled)
+        if self.handle is None or self.ended_at is not None:
+            return False
+        try:
+            await self.handle.signal(name, arg)
+        except FailureError as exc:
+            workflow.logger.info("signal %s to %s not delivered: %s", name, self.launch_id, exc)
+            return False
+        return True
+
+    def progress(self, progress: Progress) -> None:
+        """Record a progress signal (ignored once the child has ended)."""
+        if self.ended_at is not None:
+            return
+        self.phase, self.tool = progress.phase, progress.tool
+        self.iteration = max(self.iteration, progress.iteration)
+        if progress.message:
+            self.latest_message = trimmed(progress.message)
+
+    def info(self, now: datetime) -> WorkstreamInfo:
+        """Its line in the ``workstreams`` query (elapsed up to ``now`` or its end)."""
+        elapsed = max(((self.ended_at or now) - self.started_at).total_seconds(), 0.0)
+        outcome = self.outcome
+        return WorkstreamInfo(
+            launch_id=self.launch_id,
+            workstream_id=self.launch_id,
+            child_workflow_id=self.child_id,
+            task=self.request.task,
+            label=self.request.label,
+            interactive=self.request.interactive,
+            state=self.state,
+            phase=self.phase,
+            tool=self.tool,
+            iteration=max(self.iteration, outcome.iterations if outcome else 0),
+            latest_message=self.latest_message,
+            started_at=self.started_at.isoformat(),
+            deadline_seconds=self.request.deadline_seconds,
+            elapsed_seconds=round(elapsed, 3),
+            deadline_used_pct=round(100 * elapsed / self.request.deadline_seconds, 1),
+            summary=outcome.summary if outcome else None,
+            error=outcome.error if outcome else None,
+            artifacts=list(self.merged),
+        )
+
+    # -- deadline and stop -----------------------------------------------------------
+
+    async def _deadline(self) -> None:
+        seconds = self.request.deadline_seconds
+        steps = sorted(
+            [(WARN_AT[0], "warn"), (WRAP_UP_AT, "wrap_up"), (WARN_AT[1], "warn"), (1.0, "stop")]
+        )
+        for fraction, step in steps:
+            if await self._ends_by(self.started_at + timedelta(seconds=seconds * fraction)):
+                return
+            if self.stop_reason is not None:  # terminated, or the run is ending
+                return
+            if step == "warn":
+                pct = round(fraction * 100)
+                await self._post(
+                    AgentMessageType.WARNING,
+                    f"Workstream {self.launch_id} has used {pct}% of its {seconds} s deadline.",
+                    {"launch_id": self.launch_id, "pct": pct},
+                    key=f"warn{pct}",
+                    retry=policies.NOTICE_RETRY,
+                )
+            elif step == "wrap_up":
+                wrap_up = SteerDirective(
+                    steer_id=self.next_steer_id(),
+                    command=SteerCommand.ADD_INSTRUCTION,
+                    text=WRAP_UP_TEXT,
+                    origin="deadline",
+                )
+                await self.signal(CHILD_STEER_SIGNAL, wrap_up)
+            else:
+                await self.stop("timeout")
+
+    async def _ends_by(self, when: datetime) -> bool:
+        """Wait (a durable timer) until ``when`` or the child's end; True if it ended."""
+        remaining = (when - workflow.now()).total_seconds()
+        if remaining > 0:
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(lambda: self.ended_at is not None, timeout=remaining)
+        return self.ended_at is not None
+
+    async def _send_stop(self) -> None:
+        assert self.stop_reason is not None
+        self._timers.append(asyncio.create_task(self._grace()))
+        await self.signal(CHILD_STOP_SIGNAL, ChildStop(reason=self.stop_reason))
+
+    async def _grace(self) -> None:
+        if await self._ends_by(workflow.now() + timedelta(seconds=GRACE_SECONDS)):
+            return
+        assert self.handle is not None
+        workflow.logger.info("workstream %s did not stop within its grace period", self.launch_id)
+        self.forced = True
+        self.handle.cancel()
+
+    # -- the end ------------------------------------------------------------------------
+
+    async def _child_end(self) -> WorkstreamOutcome:
+        assert self.handle is not None
+        try:
+            returned = await self.handle
+        except ChildWorkflowError as err:
+            return self._failure_outcome(err)
+        # The child's word counts (a stopped task that reached its answer anyway
+        # is completed), except that a stop for the deadline is a timeout.
+        state = returned.state
+        if not state.finished:
+            state = WorkstreamState.COMPLETED if self.stop_reason is None else self._stopped_state()
+        elif state is WorkstreamState.CANCELED and self.stop_reason == "timeout":
+            state = WorkstreamState.TIMEOUT
+        summary = returned.summary if returned.summary is not None else self.latest_message
+        return returned.model_copy(
+            update={"launch_id": self.launch_id, "state": state, "summary": trimmed(summary)}
+        )
+
+    def _stopped_state(self) -> WorkstreamState:
+        if self.stop_reason == "timeout":
+            return WorkstreamState.TIMEOUT
+        return WorkstreamState.CANCELED
+
+    def _failure_outcome(self, err: ChildWorkflowError) -> WorkstreamOutcome:
+        cause = err.cause
+        error: str | None = None
+        if isinstance(cause, CancelledError):
+            state = WorkstreamState.CANCELED
+        elif isinstance(cause, TerminatedError):
+            state, error = WorkstreamState.CANCELED, "the child workflow was terminated"
+        elif isinstance(cause, WorkflowTimeoutError):
+            state, error = WorkstreamState.TIMEOUT, "the child workflow timed out"
+        else:
+            state = WorkstreamState.FAILED
+            error = cause.message if isinstance(cause, FailureError) else str(cause or err)
+        if self.stop_reason is not None and state is not WorkstreamState.FAILED:
+            state = self._stopped_state()
+        return WorkstreamOutcome(
+            launch_id=self.launch_id,
+            state=state,
+            summary=self.latest_message,
+            error=error,
+            iterations=self.iteration,
+        )
+
+    def _ended(self, outcome: WorkstreamOutcome) -> None:
+        self.ended_at = workflow.now()
+        self.outcome = outcome
+        self.state = outcome.state
+        self.phase, self.tool = WorkstreamPhase.DONE, None
+
+    async def _merge(self) -> None:
+        try:
+            merged: MergedArtifacts = await workflow.execute_activity(
+                MERGE_CHILD_ARTIFACTS,
+                ArtifactMerge(
+                    tenant_id=self.parent.tenant_id,
+                    parent_workflow_id=self.parent.workflow_id,
+                    child_workflow_id=self.child_id,
+                    launch_id=self.launch_id,
+                ),
+                result_type=MergedArtifacts,
+                activity_id=f"ws.{self.launch_id}.merge",
+                start_to_close_timeout=policies.ARTIFACT_MERGE_START_TO_CLOSE,
+                retry_policy=policies.ARTIFACT_RETRY,
+            )
+        except ActivityError as exc:
+            workflow.logger.warning("artifacts of %s not merged: %s", self.launch_id, exc)
+            return
+        self.merged = merged.names
+
+    async def _announce(self) -> None:
+        outcome = self.outcome
+        assert outcome is not None
+        await self._post(
+            AgentMessageType.SYSTEM,
+            end_text(self.launch_id, outcome, self.request.deadline_seconds, self.stop_reason),
+            {
+                "launch_id": self.launch_id,
+                "child_workflow_id": self.child_id,
+                "state": outcome.state.value,
+                "summary": outcome.summary,
+                "error": outcome.error,
+                "iterations": outcome.iterations,
+                "artifacts": self.merged,
+                "forced": self.forced,
+            },
+            key="end",
+            retry=policies.LIFECYCLE_RETRY,
+        )
+
+    async def _post(
+        self,
+        kind: AgentMessageType,
+        text: str,
+        details: dict[str, Any],
+        *,
+        key: str,
+        retry: RetryPolicy,
+    ) -> None:
+        try:
+            await workflow.execute_activity(
+                POST_MESSAGE,
+                RunNotice(run=self.parent, type=int(kind), text=text, details=details),
+                activity_id=f"ws.{self.launch_id}.{key}",
+                start_to_close_timeout=policies.LIFECYCLE_START_TO_CLOSE,
+                retry_policy=retry,
+            )
+        except ActivityError as exc:
+            workflow.logger.warning("cannot post %s of %s: %s", key, self.launch_id, exc)
+
+
+def end_text(
+    launch_id: str, outcome: WorkstreamOutcome, deadline_seconds: int, stop: StopReason | None
+) -> str:
+    """The SYSTEM message the parent posts when a child has ended."""
+    partial = outcome.summary or "none"
+    if outcome.state is WorkstreamState.COMPLETED:
+        return f"Workstream {launch_id} completed: {outcome.summary or '(no summary)'}"
+    if outcome.state is WorkstreamState.TIMEOUT:
+        return (
+            f"Workstream {launch_id} timed out: it passed its {deadline_seconds} s deadline "
+            f"and was cancelled. Partial result: {partial}"
+        )
+    if outcome.state is WorkstreamState.FAILED:
+        return f"Workstream {launch_id} failed: {outcome.error or 'unknown error'}"
+    why = _STOPPED_BY.get(stop or "", "cancelled")
+    return f"Workstream {launch_id} was {why}. Partial result: {partial}"

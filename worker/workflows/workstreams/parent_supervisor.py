@@ -1,0 +1,275 @@
+"""The parent side of workstreams (seed 002, docs/design.md §5): launch, steer, list, close.
+
+``GraphRun`` owns one ``WorkstreamSupervisor``. Its updates, signal and query
+(``spindle.worker.workflows.workstreams.parent_handlers``), ``workstream`` nodes and the
+agents' workstream tools (``spindle.worker.workflows.workstreams.parent_tools``) all call the
+methods here; the ``check_*`` methods are what the update validators run, so
+a refused request leaves no trace in the run's history. Each launch gets a
+``SupervisedChild`` (``parent_supervised_child``) whose own task
+starts the child, runs its deadline timeline and settles its end.
+
+Ids are counted per parent run: launches ``ws-<n>``, steers ``s-<n>``,
+messages ``m-<n>``. A run that launches nothing schedules no command from here,
+so histories recorded before workstreams replay unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any, Literal
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from spindle.shared.contracts.runs import NodeReport, NodeStatus
+    from spindle.shared.contracts.workstreams import (
+        CHILD_MESSAGE_SIGNAL,
+        CHILD_STEER_SIGNAL,
+        RUN_FINISHING,
+        UNKNOWN_WORKSTREAM,
+        WORKSTREAM_FINISHED,
+        WORKSTREAM_NOT_INTERACTIVE,
+        WORKSTREAM_START_FAILED,
+        ChildMessage,
+        LaunchAck,
+        LaunchRequest,
+        MessageWorkstream,
+        Progress,
+        SteerAck,
+        SteerDirective,
+        SteerWorkstream,
+        TerminateAck,
+        TerminateWorkstream,
+        WorkstreamList,
+        WorkstreamMessageAck,
+        WorkstreamState,
+        child_workflow_id,
+    )
+    from spindle.shared.graphs.node_params import WorkstreamParams
+    from spindle.worker.activities.params import resolve_params, validate_params
+    from spindle.worker.contracts import NodeExecution, NodeOutcome, RunRef
+    from spindle.worker.workflows.workstreams.parent_supervised_child import (
+        StopReason,
+        SupervisedChild,
+    )
+
+SteerOrigin = Literal["user", "agent"]
+START_FAILED = WORKSTREAM_START_FAILED
+WORKSTREAM_TEMPLATES = ("task", "label")
+
+
+def _refusal(message: str, kind: str, **details: Any) -> ApplicationError:
+    return ApplicationError(message, details or None, type=kind, non_retryable=True)
+
+
+class WorkstreamSupervisor:
+    """The workstreams of one parent run (workflow code: deterministic, no I/O).
+
+    Args:
+        run: the parent run; its messages go to its stream as ``main``.
+        user_id: who started the parent (passed on to its children).
+    """
+
+    def __init__(self, run: RunRef, *, user_id: str | None) -> None:
+        self._run = run
+        self._user_id = user_id
+        self._children: dict[str, SupervisedChild] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._counts = {"ws": 0, "s": 0, "m": 0}
+        self._closing = False
+
+    def _next_id(self, prefix: str) -> str:
+        self._counts[prefix] += 1
+        return f"{prefix}-{self._counts[prefix]}"
+
+    # -- checks: the update validators (and the tools) refuse with these --------------
+
+    def check_launch(self) -> None:
+        """Raises ``RunFinishing`` once the run is ending."""
+        if self._closing:
+            raise _refusal("the run is finishing: it launches no more workstreams", RUN_FINISHING)
+
+    def known(self, launch_id: str) -> SupervisedChild:
+        """The workstream ``launch_id``; raises ``UnknownWorkstream``."""
+        child = self._children.get(launch_id)
+        if child is None:
+            raise _refusal(
+                f"unknown workstream '{launch_id}'",
+                UNKNOWN_WORKSTREAM,
+                launch_id=launch_id,
+                known=list(self._children),
+            )
+        return child
+
+    def check_running(self, launch_id: str) -> SupervisedChild:
+        """A running workstream; raises ``UnknownWorkstream`` or ``WorkstreamFinished``
+        (also while it is ``canceling``)."""
+        child = self.known(launch_id)
+        if child.state is not WorkstreamState.RUNNING:
+            raise self._finished(child)
+        return child
+
+    def check_interactive(self, launch_id: str) -> SupervisedChild:
+        """A running interactive workstream; else as ``check_running``, or
+        ``WorkstreamNotInteractive``."""
+        child = self.check_running(launch_id)
+        if not child.request.interactive:
+            raise _refusal(
+                f"workstream '{launch_id}' is not interactive",
+                WORKSTREAM_NOT_INTERACTIVE,
+                launch_id=launch_id,
+            )
+        return child
+
+    def check_terminate(self, launch_id: str) -> SupervisedChild:
+        """A workstream that has not ended (running or canceling); else raises."""
+        child = self.known(launch_id)
+        if child.state.finished:
+            raise self._finished(child)
+        return child
+
+    @staticmethod
+    def _finished(child: SupervisedChild) -> ApplicationError:
+        return _refusal(
+            f"workstream '{child.launch_id}' is {child.state.value}",
+            WORKSTREAM_FINISHED,
+            launch_id=child.launch_id,
+            state=child.state.value,
+        )
+
+    # -- operations -------------------------------------------------------------------
+
+    async def launch(self, request: LaunchRequest) -> LaunchAck:
+        """Start a child; returns once it has started (never waits for its end).
+
+        Raises:
+            ApplicationError: ``RunFinishing``; ``WorkstreamStartFailed`` when
+                Temporal refused to start the child.
+        """
+        self.check_launch()
+        launch_id = self._next_id("ws")
+        child = SupervisedChild(
+            launch_id=launch_id,
+            request=request,
+            child_id=child_workflow_id(self._run.workflow_id, launch_id),
+            started_at=workflow.now(),
+            parent=self._run,
+            user_id=self._user_id,
+            next_steer_id=lambda: self._next_id("s"),
+        )
+        self._children[launch_id] = child
+        # A task of its own: the caller (an update, an agent node) may be
+        # cancelled; the child's supervision goes on.
+        self._tasks.append(asyncio.create_task(child.run()))
+        await workflow.wait_condition(lambda: child.handle is not None or child.settled)
+        if child.handle is None:
+            error = child.outcome.error if child.outcome else None
+            raise _refusal(f"workstream '{launch_id}' did not start: {error}", START_FAILED)
+        deadline_at = child.started_at + timedelta(seconds=request.deadline_seconds)
+        return LaunchAck(
+            launch_id=launch_id,
+            workstream_id=launch_id,
+            child_workflow_id=child.child_id,
+            deadline_seconds=request.deadline_seconds,
+            deadline_at=deadline_at.isoformat(),
+        )
+
+    async def steer(self, request: SteerWorkstream, *, origin: SteerOrigin = "user") -> SteerAck:
+        """Send a steering directive ``s-<n>`` to a running child."""
+        child = self.check_running(request.launch_id)
+        steer_id = self._next_id("s")
+        directive = SteerDirective(
+            steer_id=steer_id, command=request.steer.command, text=request.steer.text, origin=origin
+        )
+        await self._deliver(child, CHILD_STEER_SIGNAL, directive)
+        return SteerAck(steer_id=steer_id, launch_id=child.launch_id, command=request.steer.command)
+
+    async def message(self, request: MessageWorkstream) -> WorkstreamMessageAck:
+        """Send a follow-up message ``m-<n>`` to a running interactive child."""
+        child = self.check_interactive(request.launch_id)
+        message_id = self._next_id("m")
+        message = ChildMessage(message_id=message_id, text=request.message.message)
+        await self._deliver(child, CHILD_MESSAGE_SIGNAL, message)
+        return WorkstreamMessageAck(launch_id=child.launch_id, message_id=message_id)
+
+    async def terminate(self, request: TerminateWorkstream) -> TerminateAck:
+        """Stop a child gracefully (forced after the grace period); it ends ``canceled``."""
+        child = self.check_terminate(request.launch_id)
+        await child.stop("terminate")
+        return TerminateAck(launch_id=child.launch_id, state=child.state)
+
+    def progress(self, progress: Progress) -> None:
+        """A child's progress signal (an unknown launch id is ignored)."""
+        child = self._children.get(progress.launch_id)
+        if child is not None:
+            child.progress(progress)
+
+    def describe(self) -> WorkstreamList:
+        """Every workstream of the run, in launch order.
+
+        Elapsed time runs to ``workflow.now()``: in a query, the time of the
+        run's latest workflow task (a progress signal, a deadline step), so a
+        caller wanting the wall-clock figure of a running workstream computes
+        it from ``started_at``.
+        """
+        now = workflow.now()
+        return WorkstreamList(workstreams=[c.info(now) for c in self._children.values()])
+
+    async def run_node(self, execution: NodeExecution) -> NodeOutcome:
+        """A ``workstream`` node: launch; output ``{launch_id, child_workflow_id}`` at
+        once, or with ``wait`` the child's ``WorkstreamOutcome`` once it has ended."""
+        node = execution.node
+        started = workflow.now()
+        raw = resolve_params(node, execution.state, templates=WORKSTREAM_TEMPLATES)
+        params = validate_params(node, raw, WorkstreamParams)
+        ack = await self.launch(LaunchRequest.model_validate(params.model_dump(exclude={"wait"})))
+        output: dict[str, Any] = {
+            "launch_id": ack.launch_id,
+            "child_workflow_id": ack.child_workflow_id,
+        }
+        summary = f"{ack.launch_id} launched"
+        if params.wait:
+            child = self._children[ack.launch_id]
+            await workflow.wait_condition(lambda: child.settled)
+            assert child.outcome is not None
+            output = child.outcome.model_dump(mode="json")
+            summary = f"{ack.launch_id} {child.outcome.state.value}"
+        report = NodeReport(
+            node_id=node.id,
+            node_type=node.type,
+            status=NodeStatus.SUCCESS,
+            visit=execution.visit,
+            started_at=execution.started_at,
+            duration_ms=(workflow.now() - started).total_seconds() * 1000,
+            output_summary=summary,
+        )
+        return NodeOutcome(output=output, report=report)
+
+    async def close(self, reason: StopReason, *, stop_all: bool) -> None:
+        """Before the run ends: refuse launches, stop children, wait until all settled.
+
+        Args:
+            reason: what the stopped children are told.
+            stop_all: stop every child (the run failed or is cancelled); else
+                only interactive ones, while the others run to their end
+                (bounded by their deadlines).
+        """
+        self._closing = True
+        if not self._children:
+            return
+        children = list(self._children.values())
+        await workflow.wait_condition(lambda: all(c.handle or c.settled for c in children))
+        for child in children:
+            if stop_all or child.request.interactive:
+                await child.stop(reason)
+        await workflow.wait_condition(lambda: all(c.settled for c in children))
+
+    async def _deliver(self, child: SupervisedChild, name: str, arg: Any) -> None:
+        if not await child.signal(name, arg):
+            raise _refusal(
+                f"workstream '{child.launch_id}' has ended",
+                WORKSTREAM_FINISHED,
+                launch_id=child.launch_id,
+            )

@@ -1,0 +1,198 @@
+"""``launch_workstream``, ``steer_workstream``, ``message_workstream``,
+``terminate_workstream``: tools of ``agent`` nodes answered inside the workflow.
+
+An agent node offers them by listing their names in ``params.tools``; the
+``llm_turn`` activity shows the model ``WORKSTREAM_TOOL_SPECS`` for them, and
+the agent loop hands their calls to a ``WorkstreamToolbox`` (no ``tool_call``
+activity), which calls the same ``WorkstreamSupervisor`` methods as the run's
+updates. A result is JSON text: the acknowledgement (``{"launch_id": "ws-1",
+…}``) or ``{"error": …, "type": …}`` for the model to read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from pydantic import BaseModel, ValidationError
+from temporalio.exceptions import ApplicationError
+
+from spindle.shared.contracts.workstreams import (
+    DEADLINE_DEFAULT_SECONDS,
+    DEADLINE_MAX_SECONDS,
+    DEADLINE_MIN_SECONDS,
+    INVALID_STEER,
+    LAUNCH_WORKSTREAM_TOOL,
+    MESSAGE_WORKSTREAM_TOOL,
+    STEER_WORKSTREAM_TOOL,
+    TERMINATE_WORKSTREAM_TOOL,
+    WORKSTREAM_TOOLS,
+    LaunchRequest,
+    MessageWorkstream,
+    SteerCommand,
+    SteerWorkstream,
+    TerminateWorkstream,
+)
+from spindle.shared.graphs.expressions import ExpressionError, evaluate
+from spindle.worker.contracts import NodeExecution, ToolCall, ToolCallResult
+from spindle.worker.llm.base import ToolSpec
+
+if TYPE_CHECKING:
+    from spindle.worker.workflows.workstreams.parent_supervisor import WorkstreamSupervisor
+
+INVALID_ARGUMENTS = "InvalidArguments"
+_LAUNCH_ID = {"type": "string", "description": "the launch id launch_workstream returned (ws-<n>)"}
+
+WORKSTREAM_TOOL_SPECS: dict[str, ToolSpec] = {
+    LAUNCH_WORKSTREAM_TOOL: ToolSpec(
+        name=LAUNCH_WORKSTREAM_TOOL,
+        description=(
+            "Launch a sub-agent (workstream) that works on a task in the background. "
+            "Returns its launch_id at once; its result arrives later as a system message."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "task": {"type": "string", "description": "what the sub-agent must do"},
+                "deadline_seconds": {
+                    "type": "integer",
+                    "minimum": DEADLINE_MIN_SECONDS,
+                    "maximum": DEADLINE_MAX_SECONDS,
+                    "default": DEADLINE_DEFAULT_SECONDS,
+                    "description": "time budget in seconds",
+                },
+                "interactive": {
+                    "type": "boolean",
+                    "default": False,
+                    "description": "after the task, wait for message_workstream; "
+                    "ends only with terminate_workstream",
+                },
+                "label": {"type": "string", "description": "a short name to show"},
+            },
+            "required": ["task"],
+        },
+    ),
+    STEER_WORKSTREAM_TOOL: ToolSpec(
+        name=STEER_WORKSTREAM_TOOL,
+        description="Steer a running workstream without stopping it.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "launch_id": _LAUNCH_ID,
+                "command": {"type": "string", "enum": [c.value for c in SteerCommand]},
+                "text": {
+                    "type": "string",
+                    "description": "required for add_instruction, set_priority, add_constraint",
+                },
+            },
+            "required": ["launch_id", "command"],
+        },
+    ),
+    MESSAGE_WORKSTREAM_TOOL: ToolSpec(
+        name=MESSAGE_WORKSTREAM_TOOL,
+        description="Send a follow-up message to a running interactive workstream.",
+        parameters={
+            "type": "object",
+            "properties": {"launch_id": _LAUNCH_ID, "message": {"type": "string"}},
+            "required": ["launch_id", "message"],
+        },
+    ),
+    TERMINATE_WORKSTREAM_TOOL: ToolSpec(
+        name=TERMINATE_WORKSTREAM_TOOL,
+        description="Stop a workstream (an interactive one ends only this way).",
+        parameters={
+            "type": "object",
+            "properties": {"launch_id": _LAUNCH_ID},
+            "required": ["launch_id"],
+        },
+    ),
+}
+
+
+def _json(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+class WorkstreamToolbox:
+    """The workstream tools one agent node offers (``WorkflowToolbox`` protocol).
+
+    Args:
+        supervisor: the run's workstream supervisor.
+        offered: the node's tool names; only the workstream ones are handled.
+    """
+
+    def __init__(self, supervisor: WorkstreamSupervisor, offered: Iterable[str]) -> None:
+        self._supervisor = supervisor
+        self._names = frozenset(offered) & WORKSTREAM_TOOLS
+
+    @property
+    def names(self) -> frozenset[str]:
+        return self._names
+
+    async def call(self, call: ToolCall) -> ToolCallResult:
+        """Run one call; refusals and bad arguments come back as ``ok=False``."""
+        try:
+            ack = await self._dispatch(call)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                for e in exc.errors()
+            )
+            kind = INVALID_STEER if call.name == STEER_WORKSTREAM_TOOL else INVALID_ARGUMENTS
+            return self._error(call, f"invalid arguments: {problems}", kind)
+        except ApplicationError as exc:
+            return self._error(call, exc.message, exc.type or "Error")
+        return ToolCallResult(
+            call_id=call.id, name=call.name, content=_json(ack.model_dump(mode="json"))
+        )
+
+    async def _dispatch(self, call: ToolCall) -> BaseModel:
+        args = call.arguments
+        supervisor = self._supervisor
+        if call.name == LAUNCH_WORKSTREAM_TOOL:
+            return await supervisor.launch(LaunchRequest.model_validate(args))
+        if call.name == STEER_WORKSTREAM_TOOL:
+            steer = {k: args[k] for k in ("command", "text") if args.get(k) is not None}
+            request = SteerWorkstream.model_validate(
+                {"launch_id": args.get("launch_id"), "steer": steer}
+            )
+            return await supervisor.steer(request, origin="agent")
+        if call.name == MESSAGE_WORKSTREAM_TOOL:
+            message = MessageWorkstream.model_validate(
+                {"launch_id": args.get("launch_id"), "message": {"message": args.get("message")}}
+            )
+            return await supervisor.message(message)
+        if call.name == TERMINATE_WORKSTREAM_TOOL:
+            terminate = TerminateWorkstream.model_validate({"launch_id": args.get("launch_id")})
+            return await supervisor.terminate(terminate)
+        raise ApplicationError(f"'{call.name}' is not a workstream tool", type="UnknownTool")
+
+    @staticmethod
+    def _error(call: ToolCall, message: str, kind: str) -> ToolCallResult:
+        return ToolCallResult(
+            call_id=call.id,
+            name=call.name,
+            content=_json({"error": message, "type": kind}),
+            ok=False,
+        )
+
+
+def workstream_toolbox(
+    supervisor: WorkstreamSupervisor, tools: Iterable[str]
+) -> WorkstreamToolbox | None:
+    """A toolbox for an agent node offering ``tools``; None if it offers none of ours."""
+    toolbox = WorkstreamToolbox(supervisor, tools)
+    return toolbox if toolbox.names else None
+
+
+def offered_tools(execution: NodeExecution) -> list[str]:
+    """The tool names an agent node offers: ``params.tools``, or its ``inputs`` mapping."""
+    node = execution.node
+    tools: Any = node.params.get("tools")
+    if "tools" in node.inputs:
+        try:
+            tools = evaluate(node.inputs["tools"], execution.state)
+        except ExpressionError:
+            return []  # the llm_turn activity reports the bad mapping
+    return [t for t in tools if isinstance(t, str)] if isinstance(tools, list) else []
