@@ -7,8 +7,8 @@ The public path for code that configures Spindle (tests, embedding, plug-ins)::
     settings = get_settings()  # SPINDLE_* variables and a .env file
     print(settings.redis_url)
 
-Every field, its variable and its default are listed in the configuration table of the
-README, generated from this class.
+Every field, its variable and its default are listed in the configuration table of
+docs/operations/configuration.md, generated from this class.
 """
 
 from spindle.shared.platform.settings import Settings, get_settings

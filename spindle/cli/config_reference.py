@@ -1,14 +1,16 @@
-"""The README's configuration table, generated from ``spindle.shared.platform.settings.Settings``.
+"""The docs' configuration table, generated from ``spindle.shared.platform.settings.Settings``.
 
-``python -m spindle.cli.config_reference`` prints the table;
-``python -m spindle.cli.config_reference --write README.md`` replaces the table
-between the README's markers. A unit test fails when the README's table and
-``Settings`` disagree, so a new setting cannot go undocumented.
+The table lives in ``docs/operations/configuration.md`` (``CONFIGURATION_PAGE``).
+``python -m spindle.cli.config_reference`` prints it;
+``python -m spindle.cli.config_reference --write docs/operations/configuration.md``
+replaces the table between that page's markers. A unit test fails when the page's
+table and ``Settings`` disagree, so a new setting cannot go undocumented.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,8 @@ from spindle.shared.platform.settings import Settings
 
 BEGIN_MARKER = "<!-- settings-table:begin (generated: python -m spindle.cli.config_reference) -->"
 END_MARKER = "<!-- settings-table:end -->"
+# The page that holds the table, relative to the repository root.
+CONFIGURATION_PAGE = "docs/operations/configuration.md"
 
 
 def env_names(field_name: str) -> list[str]:
@@ -34,6 +38,8 @@ def _default(value: Any) -> str:
         return "(unset)"
     if isinstance(value, bool):
         return f"`{str(value).lower()}`"
+    if isinstance(value, list | dict):
+        return f"`{json.dumps(value)}`"
     return f"`{value}`"
 
 
@@ -46,7 +52,8 @@ def render_settings_table() -> str:
     for name, info in Settings.model_fields.items():
         names = " / ".join(f"`{env}`" for env in env_names(name))
         meaning = (info.description or "").replace("|", "\\|")
-        rows.append(f"| {names} | {_default(info.default)} | {meaning} |")
+        default = info.get_default(call_default_factory=True)
+        rows.append(f"| {names} | {_default(default)} | {meaning} |")
     return "\n".join(rows)
 
 
@@ -63,7 +70,12 @@ def replace_table(text: str, table: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--write", type=Path, metavar="README", help="update this file in place")
+    parser.add_argument(
+        "--write",
+        type=Path,
+        metavar="PAGE",
+        help=f"update this file in place ({CONFIGURATION_PAGE})",
+    )
     args = parser.parse_args(argv)
     table = render_settings_table()
     if args.write is None:

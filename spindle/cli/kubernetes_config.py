@@ -38,7 +38,7 @@ SECRET_NAME = "spindle-secrets"
 _SECRET_NAME = re.compile(r"(^|_)(secret|password|credentials?)(_|$)|(^|_)api_key$")
 _STORE_URLS = frozenset({"redis_url", "mongo_url"})
 
-# Where the external services' official charts put them (README "Kubernetes"),
+# Where the external services' official charts put them (docs/operations/kubernetes.md),
 # and what a pod needs that a laptop does not.
 TEMPORAL_FRONTEND = "temporal-frontend.temporal.svc.cluster.local:7233"
 PUBLIC_HOST = "spindle.example.com"

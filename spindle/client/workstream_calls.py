@@ -1,7 +1,7 @@
 """Workstream calls of the client: launch, list, steer, message, terminate.
 
 A workstream is a child run its parent launched; every call goes to the parent
-run's ``/runs/{workflowId}/workstreams`` routes (see the README's Workstreams).
+run's ``/runs/{workflowId}/workstreams`` routes (see docs/workstreams.md).
 """
 
 from __future__ import annotations

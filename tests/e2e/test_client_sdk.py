@@ -259,11 +259,9 @@ async def test_workstreams_are_launched_steered_and_terminated_through_the_sdk(
 
 
 def readme_programs() -> list[str]:
-    """The Python blocks of the README's "Python client" section."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    start = readme.index("\n## Python client\n")
-    section = readme[start : readme.index("\n## ", start + 1)]
-    return re.findall(r"```python\n(.*?)```", section, re.S)
+    """The Python blocks of the docs' Python client page (docs/streaming/python-client.md)."""
+    page = Path(__file__).resolve().parents[2] / "docs" / "streaming" / "python-client.md"
+    return re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
 
 
 async def test_the_readme_programs_run_as_they_are(

@@ -5,7 +5,7 @@ messages carrying the LLM turn's activity id, the final chunk marked ``f: 1``,
 the THOUGHT/ANSWER of the same id superseding them, a retried turn announcing
 itself with RESTARTING (same id) before streaming again, and the history
 compacted to the final messages. ``client_view`` applies the client rule of the
-README ("Token streaming").
+docs/streaming/index.md ("Token streaming").
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ Key = tuple[str, str | None]
 
 
 def client_view(messages: list[dict[str, Any]]) -> tuple[list[str], dict[Key, str]]:
-    """What a client following the README rule shows: the final THOUGHT/ANSWER
+    """What a client following the docs' client rule shows: the final THOUGHT/ANSWER
     texts, and the streamed texts still on screen, per (workstream, activity)."""
     finals: list[str] = []
     live: dict[Key, str] = {}
