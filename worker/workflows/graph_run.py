@@ -1,9 +1,10 @@
 """``GraphRun``: one durable run of a graph.
 
 The workflow decides what runs (``spindle.worker.workflows.scheduler``) and runs each node
-as activities: ``execute_node`` for tool/router/output/custom nodes, an LLM loop
-for ``agent`` nodes (``spindle.worker.workflows.agent_loop``), and ask → wait for a valid
-``UserInput`` update → accept for ``prompt`` nodes. Workstreams (child runs) are
+the way its type's spec says (``NodeTypeSpec.runs``, looked up in ``NODE_RUNNERS``):
+``execute_node`` for tool/router/output/custom nodes, an LLM loop for ``agent`` nodes
+(``spindle.worker.workflows.agent_loop``), ask → wait for a valid ``UserInput`` update →
+accept for ``prompt`` nodes, a child launch for ``workstream`` nodes. Workstreams (child runs) are
 ``spindle.worker.workflows.workstreams.parent_supervisor``'s; the run ends after its children.
 Activities post every message and write every archive record; the workflow
 itself does no I/O.
