@@ -29,7 +29,7 @@ from spindle.worker.activities.artifacts import artifact_activities
 from spindle.worker.activities.workstream import workstream_activities
 from spindle.worker.llm.base import LlmProvider, provider_from_settings
 from spindle.worker.metrics_server import sdk_metrics_runtime, serve_metrics
-from spindle.worker.registry import build_catalog
+from spindle.worker.registry import build_catalog, load_node_types
 
 if TYPE_CHECKING:
     from spindle.shared.bus.message_bus import MessageBus
@@ -105,6 +105,9 @@ def build_worker(
         "workflow_runner": workflow_runner(),
     }
     options.update(worker_options)
+    # The workflows read plug-in specs (timeouts, retries) from the registry,
+    # which they must not load themselves: load it before they run.
+    load_node_types()
     return Worker(
         client,
         task_queue=task_queue or settings.task_queue,

@@ -1,10 +1,12 @@
 """Retry policies, timeouts, task queues and priorities of every activity a graph
 run schedules, in one place.
 
-A node's ``retry``, ``timeout_seconds`` and ``priority`` (``NodeSpec``)
-override the defaults of its node type; its task queue is its own ``task_queue``, else
-the graph's ``task_queues`` entry for its type, else the run's queue. Pure module: the
-workflow imports it.
+A node type's defaults are plain data in its spec
+(``spindle.shared.graphs.node_types.NodeTypeSpec``: ``timeout_seconds``, ``retry``);
+this module turns them into Temporal objects. A node's ``retry``, ``timeout_seconds``
+and ``priority`` (``NodeSpec``) override the defaults of its node type; its task queue
+is its own ``task_queue``, else the graph's ``task_queues`` entry for its type, else
+the run's queue. Pure module: the workflow imports it.
 """
 
 from __future__ import annotations
@@ -14,27 +16,28 @@ from datetime import timedelta
 from temporalio.common import Priority, RetryPolicy
 
 from spindle.shared.contracts.graph_spec import GraphSpec, NodeSpec, RetrySpec
+from spindle.shared.graphs.node_types import AGENT, BUILTIN_NODE_TYPES, NodeTypeSpec, RetryDefaults
 
 # Errors that no retry can fix: bad parameters, a bad answer, a missing type.
-NON_RETRYABLE_ERRORS = ["InvalidParams", "InputInvalid", "ExecutorNotFound", "NodeTypeNotFound"]
+NON_RETRYABLE_ERRORS = ["InvalidParams", "InputInvalid", "ExecutorNotFound"]
 
-NODE_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=30),
-    maximum_attempts=3,
-    non_retryable_error_types=NON_RETRYABLE_ERRORS,
-)
-"""``execute_node``: tool, router, output and custom nodes."""
 
-LLM_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=2),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=60),
-    maximum_attempts=5,
-    non_retryable_error_types=[*NON_RETRYABLE_ERRORS, "LlmAuthenticationError"],
-)
-"""``llm_turn``: providers rate-limit and time out; back off longer."""
+def retry_policy(defaults: RetryDefaults) -> RetryPolicy:
+    """The Temporal policy of a node type's ``RetryDefaults``."""
+    return RetryPolicy(
+        initial_interval=timedelta(seconds=defaults.initial_interval_seconds),
+        backoff_coefficient=defaults.backoff_coefficient,
+        maximum_interval=timedelta(seconds=defaults.max_interval_seconds),
+        maximum_attempts=defaults.max_attempts,
+        non_retryable_error_types=[*NON_RETRYABLE_ERRORS, *defaults.non_retryable_errors],
+    )
+
+
+NODE_RETRY = retry_policy(RetryDefaults())
+"""``execute_node`` of a type that declares no retry of its own."""
+
+LLM_RETRY = retry_policy(AGENT.retry or RetryDefaults())
+"""``llm_turn``: the ``agent`` type's retry (providers rate-limit and time out)."""
 
 TOOL_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -81,14 +84,6 @@ WORKSTREAM_FINISH_RETRY = RetryPolicy(
 """``finish_workstream``: a child's result artifact and closing message. Bounded:
 a child whose store is down still ends (with no artifact) instead of retrying for long."""
 
-START_TO_CLOSE: dict[str, timedelta] = {
-    "agent": timedelta(minutes=5),  # per LLM turn
-    "tool": timedelta(minutes=5),
-    "http": timedelta(minutes=2),
-    "router": timedelta(seconds=30),
-    "output": timedelta(seconds=30),
-    "prompt": timedelta(seconds=30),  # asking and accepting; the wait is not an activity
-}
 DEFAULT_START_TO_CLOSE = timedelta(minutes=5)
 TOOL_CALL_START_TO_CLOSE = timedelta(minutes=5)
 LIFECYCLE_START_TO_CLOSE = timedelta(seconds=30)
@@ -111,18 +106,41 @@ def retry_from_spec(spec: RetrySpec, base: RetryPolicy) -> RetryPolicy:
     )
 
 
+def type_retry(spec: NodeTypeSpec | None) -> RetryPolicy:
+    """The default retry policy of a node type's activities (``NODE_RETRY`` if it has none)."""
+    if spec is None or spec.retry is None:
+        return NODE_RETRY
+    return retry_policy(spec.retry)
+
+
+def type_timeout(spec: NodeTypeSpec | None, *, local: bool = False) -> timedelta:
+    """The default start-to-close timeout of one activity of a node type.
+
+    A type without one gets the worker's default for an activity, or for a local
+    activity when ``local``.
+    """
+    if spec is not None and spec.timeout_seconds is not None:
+        return timedelta(seconds=spec.timeout_seconds)
+    return LOCAL_ACTIVITY_START_TO_CLOSE if local else DEFAULT_START_TO_CLOSE
+
+
 def node_retry(node: NodeSpec, base: RetryPolicy = NODE_RETRY) -> RetryPolicy:
     """The retry policy of ``node``: its own ``retry`` if set, else ``base``."""
     return retry_from_spec(node.retry, base) if node.retry is not None else base
 
 
-def node_timeout(node: NodeSpec) -> timedelta:
-    """Start-to-close timeout of one activity of ``node``."""
+def node_timeout(node: NodeSpec, spec: NodeTypeSpec | None = None) -> timedelta:
+    """Start-to-close timeout of one activity of ``node``.
+
+    Args:
+        node: its own ``timeout_seconds`` wins.
+        spec: its type's spec; default: the built-in of that name, if any.
+    """
     if node.timeout_seconds is not None:
         return timedelta(seconds=node.timeout_seconds)
-    if node.local:
-        return START_TO_CLOSE.get(node.type, LOCAL_ACTIVITY_START_TO_CLOSE)
-    return START_TO_CLOSE.get(node.type, DEFAULT_START_TO_CLOSE)
+    if spec is None:
+        spec = BUILTIN_NODE_TYPES.get(node.type)
+    return type_timeout(spec, local=node.local)
 
 
 def node_priority(node: NodeSpec) -> Priority:

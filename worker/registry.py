@@ -1,17 +1,18 @@
 """The node-type registry: what ``execute_node`` can run.
 
-A node type is an async function ``run(ctx: NodeContext) -> NodeResult | Any``
-registered under a name with the ``@node_type`` decorator, or published by an
-installed package under the ``spindle.node_types`` entry-point group (the entry
-point names a module, or an object, whose import registers its types)::
+A node type is a spec (``spindle.shared.graphs.node_types.NodeTypeSpec``) and an
+async function ``run(ctx: NodeContext) -> NodeResult | Any``. Plug-ins register
+both at once with the ``@node_type`` decorator (re-exported by ``spindle.nodes``),
+or through an installed package's ``spindle.node_types`` entry point (naming a
+module, or an object, whose import registers its types)::
 
-    @node_type("shout", params=ShoutParams, templates=("text",))
+    @node_type("shout", params=ShoutParams, templates=("text",), timeout_seconds=10)
     async def shout(ctx: NodeContext) -> NodeResult:
         return NodeResult(data=ctx.params.text.upper())
 
-``agent`` and ``prompt`` nodes are driven by the workflow itself (LLM turns, HITL
-waits) and are not in this registry; their parameter models live in
-``spindle.shared.graphs.node_params`` and they appear in the published catalog all the same.
+Built-in ``execute_node`` types register their shared spec with ``@implements``;
+``agent``, ``prompt`` and ``workstream`` are driven by the workflow itself and have
+no implementation here, but appear in the published catalog all the same.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from temporalio import activity
 from spindle.shared.contracts.errors import ExecutorNotFound
 from spindle.shared.contracts.graph_spec import NodeSpec
 from spindle.shared.graphs.catalog import Catalog, NodeTypeInfo, ToolInfo
+from spindle.shared.graphs.node_types import BUILTIN_NODE_TYPES, NodeTypeSpec, RetryDefaults
 from spindle.worker.plugins import load_entry_points
+from spindle.worker.tools import load_tools
 
 if TYPE_CHECKING:
     from spindle.worker.activities.poster import MessagePoster
@@ -36,7 +39,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "spindle.node_types"
-WORKFLOW_DRIVEN_TYPES = frozenset({"agent", "prompt"})
 
 
 class NodeResult(BaseModel):
@@ -100,27 +102,46 @@ NodeImpl = Callable[[NodeContext], Awaitable[Any]]
 
 @dataclass(frozen=True)
 class NodeType:
-    """A registered node type."""
+    """A registered node type: its spec and its implementation."""
 
-    name: str
+    spec: NodeTypeSpec
     run: NodeImpl
-    params: type[BaseModel] | None = None
-    description: str = ""
-    templates: frozenset[str] = frozenset()
 
-    def params_schema(self) -> dict[str, Any]:
-        if self.params is None:
-            return {"type": "object"}
-        return self.params.model_json_schema()
+    @property
+    def name(self) -> str:
+        return self.spec.name
 
-    def info(self) -> NodeTypeInfo:
-        return NodeTypeInfo(
-            name=self.name, description=self.description, params_schema=self.params_schema()
-        )
+    @property
+    def params(self) -> type[BaseModel] | None:
+        return self.spec.params
+
+    @property
+    def templates(self) -> tuple[str, ...]:
+        """The params rendered as templates before validation."""
+        return self.spec.templates
+
+    @property
+    def description(self) -> str:
+        return self.spec.description
 
 
 _REGISTRY: dict[str, NodeType] = {}
 _loaded = False
+
+
+def implements(spec: NodeTypeSpec) -> Callable[[NodeImpl], NodeImpl]:
+    """Register an async function as the implementation of ``spec``."""
+
+    def register(fn: NodeImpl) -> NodeImpl:
+        if spec.workflow_driven:
+            raise ValueError(f"node type {spec.name!r} is run by the workflow, not by a function")
+        previous = _REGISTRY.get(spec.name)
+        if previous is not None and previous.run is not fn:
+            logger.warning("node type %r re-registered by %s", spec.name, fn.__module__)
+        _REGISTRY[spec.name] = NodeType(spec=spec, run=fn)
+        return fn
+
+    return register
 
 
 def node_type(
@@ -129,30 +150,39 @@ def node_type(
     params: type[BaseModel] | None = None,
     description: str | None = None,
     templates: Iterable[str] = (),
+    expressions: Iterable[str] = (),
+    timeout_seconds: float | None = None,
+    retry: RetryDefaults | None = None,
 ) -> Callable[[NodeImpl], NodeImpl]:
-    """Register an async node implementation under ``name``.
+    """Register an async node implementation under ``name``, with its spec.
 
     Args:
         name: the node ``type`` graphs use.
         params: pydantic model the resolved params are validated with.
-        description: shown in the catalog; default: the function's docstring.
+        description: shown in the catalog; default: the first paragraph of the
+            function's docstring.
         templates: params whose strings (nested in dicts/lists too) are rendered
             as ``{{ expression }}`` templates over the run state before validation.
+        expressions: params that are JMESPath expressions the node evaluates
+            itself (the gateway checks that they compile).
+        timeout_seconds: default start-to-close timeout of one execution;
+            default: 5 minutes (30 seconds for a ``local`` node).
+        retry: default retry policy; default: ``RetryDefaults()`` (3 attempts,
+            1 s doubling to 30 s).
     """
 
     def register(fn: NodeImpl) -> NodeImpl:
         doc = description if description is not None else (fn.__doc__ or "").strip()
-        previous = _REGISTRY.get(name)
-        if previous is not None and previous.run is not fn:
-            logger.warning("node type %r re-registered by %s", name, fn.__module__)
-        _REGISTRY[name] = NodeType(
+        spec = NodeTypeSpec(
             name=name,
-            run=fn,
-            params=params,
             description=doc.split("\n\n", 1)[0],
-            templates=frozenset(templates),
+            params=params,
+            templates=tuple(templates),
+            expressions=tuple(expressions),
+            timeout_seconds=timeout_seconds,
+            retry=retry if retry is not None else RetryDefaults(),
         )
-        return fn
+        return implements(spec)(fn)
 
     return register
 
@@ -162,7 +192,9 @@ def load_node_types() -> dict[str, NodeType]:
     global _loaded
     if not _loaded:
         _loaded = True
-        import spindle.worker.nodes  # noqa: F401  (registers the built-ins)
+        # Imported here, not at the top: the node modules register themselves
+        # through this module's decorators.
+        import spindle.worker.nodes  # noqa: F401
 
         load_entry_points(ENTRY_POINT_GROUP)
     return dict(_REGISTRY)
@@ -184,11 +216,22 @@ def get_node_type(name: str) -> NodeType:
         ) from None
 
 
+def spec_of(name: str) -> NodeTypeSpec | None:
+    """The spec of node type ``name``: a built-in, else a type registered in this process.
+
+    Reads what is registered without loading plug-ins, so the workflow may call
+    it (the worker loads every type at start-up, before it runs workflows).
+    """
+    builtin = BUILTIN_NODE_TYPES.get(name)
+    if builtin is not None:
+        return builtin
+    registered = _REGISTRY.get(name)
+    return registered.spec if registered is not None else None
+
+
 def build_catalog() -> Catalog:
     """What this worker offers: built-in and registered node types, and tools."""
-    from spindle.worker.tools import load_tools
-
-    types = {name: t.info() for name, t in load_node_types().items()}
+    types = {name: NodeTypeInfo.of(t.spec) for name, t in load_node_types().items()}
     tools = {
         name: ToolInfo(name=name, description=t.description, params_schema=t.params_schema())
         for name, t in load_tools().items()

@@ -2,7 +2,8 @@
 
 They live in ``shared`` so the gateway can validate a graph's parameters before
 a run starts without importing worker code; the worker's node implementations
-read their parameters through the same models.
+read their parameters through the same models. Each type's spec
+(``spindle.shared.graphs.node_types``) names its model.
 """
 
 from __future__ import annotations
@@ -78,16 +79,6 @@ class WorkstreamParams(LaunchRequest):
         description="wait for the child's end and output its outcome; "
         "default: output its launch id at once",
     )
-
-
-BUILTIN_PARAMS: dict[str, type[BaseModel]] = {
-    "agent": AgentParams,
-    "tool": ToolParams,
-    "prompt": PromptParams,
-    "router": RouterParams,
-    "output": OutputParams,
-    "workstream": WorkstreamParams,
-}
 
 
 def default_ui_schema(node_id: str, prompt: str, title: str | None = None) -> dict[str, Any]:

@@ -40,12 +40,13 @@ from spindle.shared.contracts.errors import (
 from spindle.shared.contracts.graph_spec import EdgeSpec, GraphSpec, NodeSpec
 from spindle.shared.contracts.tasks import Task
 from spindle.shared.graphs.catalog import Catalog
+from spindle.shared.graphs.node_types import OUTPUT, TOOL
 from spindle.shared.graphs.validation import validate_graph
 
 TASK_RUN_META = "task_run"
 ENTRY_NODE_ID = "tasks_start"
 NODE_PREFIX = "t_"
-PASS_THROUGH_TYPE = "output"
+PASS_THROUGH_TYPE = OUTPUT.name
 
 
 class TaskRunMeta(BaseModel):
@@ -106,15 +107,17 @@ def _node_of(task: Task, catalog: Catalog) -> NodeSpec:
             params={"select": "`null`"},
             local=True,
         )
-    if method == "tool" and "args" not in task.inputs:
+    if method == TOOL.name and "args" not in task.inputs:
         # A tool executor's runtime inputs are the tool's arguments.
         args = {**(task.params.get("args") or {}), **task.inputs}
-        return NodeSpec(id=node_id, type="tool", label=label, params={**task.params, "args": args})
+        return NodeSpec(
+            id=node_id, type=TOOL.name, label=label, params={**task.params, "args": args}
+        )
     if method in catalog.node_types:
         return NodeSpec(id=node_id, type=method, label=label, params=merged)
     if method in catalog.tools:
         return NodeSpec(
-            id=node_id, type="tool", label=label, params={"tool": method, "args": merged}
+            id=node_id, type=TOOL.name, label=label, params={"tool": method, "args": merged}
         )
     known = sorted({*catalog.node_types, *catalog.tools})
     raise ExecutorNotFound(

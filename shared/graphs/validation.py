@@ -12,81 +12,23 @@ from collections.abc import Collection
 from typing import Any
 
 from jsonschema import Draft202012Validator
-from jsonschema import ValidationError as SchemaError
 from jsonschema.exceptions import SchemaError as BadSchema
 from pydantic import BaseModel, ValidationError
 
 from spindle.shared.contracts.errors import ExecutorNotFound, GraphInvalid, InputInvalid
 from spindle.shared.contracts.graph_spec import GraphSpec, NodeSpec
-from spindle.shared.contracts.workstreams import WORKSTREAM_TOOLS
 from spindle.shared.graphs.catalog import Catalog
 from spindle.shared.graphs.expressions import (
     ExpressionError,
     compile_expression,
     template_expressions,
 )
-from spindle.shared.graphs.node_params import BUILTIN_PARAMS
+from spindle.shared.graphs.graph_errors import GraphError, graph_error, schema_errors
+from spindle.shared.graphs.node_types import BUILTIN_NODE_TYPES
 from spindle.shared.graphs.structure import validate_structure
 
-# Params of built-in types rendered as ``{{ expr }}`` templates at run time.
-TEMPLATE_PARAMS: dict[str, tuple[str, ...]] = {
-    "agent": ("instructions", "prompt"),
-    "tool": ("args",),
-    "prompt": ("prompt", "title"),
-    "output": ("message",),
-    "workstream": ("task", "label"),
-}
-# Params of built-in types that are JMESPath expressions.
-EXPRESSION_PARAMS: dict[str, tuple[str, ...]] = {"output": ("select",)}
 
-Error = dict[str, Any]
-
-
-def _error(node: str | None, field: str | None, rule: str, message: str) -> Error:
-    where = f"node '{node}': " if node else ""
-    at = f"{field}: " if field else ""
-    return {"node": node, "field": field, "rule": rule, "message": f"{where}{at}{message}"}
-
-
-def _json_path(path: Any) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return out.lstrip(".")
-
-
-def _schema_errors(
-    schema: dict[str, Any], value: Any, *, skip: Collection[str] = ()
-) -> list[tuple[str, str, str]]:
-    """(field path, rule, message) of each violation, except under ``skip`` fields.
-
-    A ``required`` violation is reported at the missing property's own path.
-    """
-    out = []
-    validator = Draft202012Validator(schema)
-    for err in sorted(
-        validator.iter_errors(value), key=lambda e: [str(p) for p in e.absolute_path]
-    ):
-        path = list(err.absolute_path)
-        if err.validator == "required":
-            missing = _missing_property(err)
-            if missing is not None:
-                path.append(missing)
-        if path and str(path[0]) in skip:
-            continue
-        out.append((_json_path(path), str(err.validator), err.message))
-    return out
-
-
-def _missing_property(err: SchemaError) -> str | None:
-    # jsonschema's message is "'name' is a required property".
-    message = err.message
-    if message.startswith("'") and "' is a required property" in message:
-        return message[1 : message.index("' is a required property")]
-    return None
-
-
-def _check_params_model(node: NodeSpec, model: type[BaseModel]) -> list[Error]:
+def _check_params_model(node: NodeSpec, model: type[BaseModel]) -> list[GraphError]:
     covered = set(node.inputs)
     try:
         model.model_validate(node.params)
@@ -97,12 +39,12 @@ def _check_params_model(node: NodeSpec, model: type[BaseModel]) -> list[Error]:
             if loc and loc[0] in covered:
                 continue  # the value comes from ``inputs`` at run time
             field = "params" + ("." + ".".join(loc) if loc else "")
-            errors.append(_error(node.id, field, e["type"], e["msg"]))
+            errors.append(graph_error(node.id, field, e["type"], e["msg"]))
         return errors
     return []
 
 
-def _check_params_schema(node: NodeSpec, schema: dict[str, Any]) -> list[Error]:
+def _check_params_schema(node: NodeSpec, schema: dict[str, Any]) -> list[GraphError]:
     if not schema:
         return []
     try:
@@ -110,8 +52,8 @@ def _check_params_schema(node: NodeSpec, schema: dict[str, Any]) -> list[Error]:
     except BadSchema:
         return []  # a worker published a broken schema: nothing to check against
     return [
-        _error(node.id, f"params.{path}" if path else "params", rule, message)
-        for path, rule, message in _schema_errors(schema, node.params, skip=set(node.inputs))
+        graph_error(node.id, f"params.{path}" if path else "params", rule, message)
+        for path, rule, message in schema_errors(schema, node.params, skip=set(node.inputs))
     ]
 
 
@@ -125,9 +67,12 @@ def _strings(value: Any, path: str) -> list[tuple[str, str]]:
     return []
 
 
-def _check_expressions(node: NodeSpec) -> list[Error]:
+def _check_expressions(
+    node: NodeSpec, templates: Collection[str], expressions: Collection[str]
+) -> list[GraphError]:
+    """Template and expression params compile (those ``inputs`` supply excepted)."""
     errors = []
-    for name in TEMPLATE_PARAMS.get(node.type, ()):
+    for name in templates:
         if name in node.inputs or name not in node.params:
             continue
         for path, text in _strings(node.params[name], f"params.{name}"):
@@ -135,91 +80,42 @@ def _check_expressions(node: NodeSpec) -> list[Error]:
                 for expression in template_expressions(text):
                     compile_expression(expression)
             except ExpressionError as exc:
-                errors.append(_error(node.id, path, "bad_template", str(exc)))
-    for name in EXPRESSION_PARAMS.get(node.type, ()):
+                errors.append(graph_error(node.id, path, "bad_template", str(exc)))
+    for name in expressions:
         value = node.params.get(name)
         if isinstance(value, str) and name not in node.inputs:
             try:
                 compile_expression(value)
             except ExpressionError as exc:
-                errors.append(_error(node.id, f"params.{name}", "bad_expression", str(exc)))
-    if node.type == "router" and "routes" not in node.inputs:
-        for i, route in enumerate(node.params.get("routes") or []):
-            if isinstance(route, dict) and isinstance(route.get("when"), str):
-                try:
-                    compile_expression(route["when"])
-                except ExpressionError as exc:
-                    field = f"params.routes[{i}].when"
-                    errors.append(_error(node.id, field, "bad_condition", str(exc)))
-    if node.type == "prompt" and isinstance(node.params.get("ui_schema"), dict):
-        try:
-            Draft202012Validator.check_schema(node.params["ui_schema"])
-        except BadSchema as exc:
-            errors.append(_error(node.id, "params.ui_schema", "bad_schema", exc.message))
+                errors.append(graph_error(node.id, f"params.{name}", "bad_expression", str(exc)))
     return errors
 
 
-def _check_tools(node: NodeSpec, catalog: Catalog) -> list[Error]:
-    if not catalog.tools_known:
-        return []
-    errors = []
-    if node.type == "tool" and "tool" not in node.inputs:
-        name = node.params.get("tool")
-        if isinstance(name, str) and name:
-            info = catalog.tools.get(name)
-            if info is None:
-                errors.append(_unknown_tool(node, "params.tool", name, catalog))
-            elif "args" not in node.inputs and isinstance(node.params.get("args", {}), dict):
-                errors.extend(_check_tool_args(node, info.params_schema))
-    if node.type == "agent" and "tools" not in node.inputs:
-        tools = node.params.get("tools") or []
-        for i, name in enumerate(tools if isinstance(tools, list) else []):
-            # The workstream tools are answered by the workflow, not by a worker tool.
-            if isinstance(name, str) and name not in catalog.tools and name not in WORKSTREAM_TOOLS:
-                errors.append(_unknown_tool(node, f"params.tools[{i}]", name, catalog))
+def _check_node(spec: GraphSpec, node: NodeSpec, catalog: Catalog) -> list[GraphError]:
+    """A node of a known type: params, templates and expressions, the type's own rules.
+
+    A built-in type is checked with its spec (pydantic model, rules); another type
+    with what its worker published (JSON Schema, templates, expressions).
+    """
+    builtin = BUILTIN_NODE_TYPES.get(node.type)
+    if builtin is None:
+        info = catalog.node_types[node.type]
+        errors = _check_params_schema(node, info.params_schema)
+        errors.extend(_check_expressions(node, info.templates, info.expressions))
+        return errors
+    # A built-in's own spec wins over what a worker published (an older catalog
+    # in the archive may predate its templates).
+    errors = _check_params_model(node, builtin.params) if builtin.params is not None else []
+    errors.extend(_check_expressions(node, builtin.checked_templates, builtin.expressions))
+    for rule in builtin.rules:
+        errors.extend(rule(node, spec, catalog))
     return errors
 
 
-def _unknown_tool(node: NodeSpec, field: str, name: str, catalog: Catalog) -> Error:
-    known = ", ".join(sorted(catalog.tools)) or "none"
-    return _error(node.id, field, "unknown_tool", f"unknown tool '{name}' (known: {known})")
-
-
-def _check_tool_args(node: NodeSpec, schema: dict[str, Any]) -> list[Error]:
-    args = node.params.get("args") or {}
-    # Template strings render at run time to values we cannot type-check now.
-    templated = {k for k, v in args.items() if isinstance(v, str) and "{{" in v}
-    errors = []
-    for path, rule, message in _schema_errors(schema, args):
-        if path.split(".", 1)[0].split("[", 1)[0] in templated:
-            continue
-        field = f"params.args.{path}" if path else "params.args"
-        errors.append(_error(node.id, field, rule, message))
-    return errors
-
-
-def _check_router_ports(spec: GraphSpec, node: NodeSpec) -> list[Error]:
-    if node.type != "router" or "routes" in node.inputs or "default" in node.inputs:
-        return []
-    ports = {r.get("port") for r in node.params.get("routes") or [] if isinstance(r, dict)}
-    ports.add(node.params.get("default"))
-    return [
-        _error(
-            node.id,
-            None,
-            "unknown_port",
-            f"edge {edge.from_} → {edge.to} uses port '{edge.from_port}' that no route "
-            f"of this router produces",
-        )
-        for edge in spec.outgoing(node.id)
-        if edge.from_port is not None and edge.from_port not in ports
-    ]
-
-
-def _check_routing(spec: GraphSpec, known_types: Collection[str]) -> list[Error]:
+def _check_routing(spec: GraphSpec, known_types: Collection[str]) -> list[GraphError]:
     """``task_queues`` names only known node types; a local node takes no queue."""
     errors = [
-        _error(
+        graph_error(
             None,
             f"task_queues.{node_type}",
             "unknown_node_type",
@@ -229,7 +125,7 @@ def _check_routing(spec: GraphSpec, known_types: Collection[str]) -> list[Error]
         if node_type not in known_types
     ]
     errors.extend(
-        _error(
+        graph_error(
             node.id,
             "task_queue",
             "local_task_queue",
@@ -259,29 +155,22 @@ def validate_graph(spec: GraphSpec, catalog: Catalog) -> None:
     """
     validate_structure(spec)
     catalog = Catalog.builtin().merged(catalog)
-    errors: list[Error] = _check_routing(spec, catalog.node_types)
+    errors: list[GraphError] = _check_routing(spec, catalog.node_types)
     unknown = False
     for node in spec.nodes:
-        model = BUILTIN_PARAMS.get(node.type)
-        if model is not None:
-            errors.extend(_check_params_model(node, model))
-        elif node.type in catalog.node_types:
-            errors.extend(_check_params_schema(node, catalog.node_types[node.type].params_schema))
-        else:
-            unknown = True
-            known = ", ".join(sorted(catalog.node_types))
-            errors.append(
-                _error(
-                    node.id,
-                    "type",
-                    "unknown_node_type",
-                    f"unknown node type '{node.type}' (known: {known})",
-                )
-            )
+        if node.type in catalog.node_types:
+            errors.extend(_check_node(spec, node, catalog))
             continue
-        errors.extend(_check_expressions(node))
-        errors.extend(_check_tools(node, catalog))
-        errors.extend(_check_router_ports(spec, node))
+        unknown = True
+        known = ", ".join(sorted(catalog.node_types))
+        errors.append(
+            graph_error(
+                node.id,
+                "type",
+                "unknown_node_type",
+                f"unknown node type '{node.type}' (known: {known})",
+            )
+        )
     if errors:
         detail = "; ".join(e["message"] for e in errors)
         raise (ExecutorNotFound if unknown else GraphInvalid)(detail, errors=errors)
@@ -310,7 +199,7 @@ def validate_run_input(spec: GraphSpec, input: Any) -> None:
                 }
             ],
         ) from exc
-    problems = _schema_errors(spec.input_schema, input)
+    problems = schema_errors(spec.input_schema, input)
     if problems:
         errors = [
             {

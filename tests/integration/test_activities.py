@@ -21,6 +21,7 @@ from pymongo import AsyncMongoClient
 from temporalio.exceptions import ApplicationError
 
 from spindle.dev.processes import free_port
+from spindle.nodes import NodeContext, NodeResult, node_type
 from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.graph_spec import NodeSpec
 from spindle.shared.contracts.messages import AgentMessageType as T
@@ -43,7 +44,6 @@ from spindle.worker.contracts import (
     ToolCallInput,
 )
 from spindle.worker.llm.offline import OfflineProvider
-from spindle.worker.registry import NodeContext, NodeResult, node_type
 from tests.integration.activity_env import env
 from tests.polling import eventually
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from temporalio.testing import ActivityEnvironment
 
+from spindle.nodes import NodeContext, node_type
 from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.graph_spec import NodeSpec
 from spindle.shared.contracts.runs import NodeStatus
@@ -23,7 +24,6 @@ from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunArchive
 from spindle.worker.activities.nodes import NodeActivities
 from spindle.worker.contracts import NodeExecution, RunRef
-from spindle.worker.registry import NodeContext, node_type
 
 pytestmark = pytest.mark.integration
 

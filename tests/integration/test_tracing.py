@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from temporalio.client import Client
 
+from spindle.nodes import NodeContext, NodeResult, node_type
 from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.runs import (
     GRAPH_RUN_WORKFLOW,
@@ -36,7 +37,6 @@ from spindle.shared.platform.settings import Settings
 from spindle.shared.platform.telemetry import setup_tracing, temporal_interceptors
 from spindle.shared.store.archive import RunArchive
 from spindle.worker.main import build_worker
-from spindle.worker.registry import NodeContext, NodeResult, node_type
 from tests.integration.traced_temporal import named, traced_temporal_client
 from tests.polling import eventually
 

@@ -20,6 +20,7 @@ from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.worker import Worker
 
 from spindle.dev.processes import ManagedProcess, python_module
+from spindle.nodes import NodeContext, NodeResult, node_type
 from spindle.shared.bus.message_bus import MessageBus, live_channel, parse_live_payload
 from spindle.shared.contracts.messages import AgentMessageType as T
 from spindle.shared.contracts.runs import (
@@ -39,7 +40,6 @@ from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunArchive
 from spindle.worker.examples import load_example
 from spindle.worker.main import build_worker, run_worker
-from spindle.worker.registry import NodeContext, NodeResult, node_type
 from tests.polling import eventually
 
 pytestmark = pytest.mark.integration

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
+from spindle.nodes import NodeContext, NodeResult, node_type
 from spindle.shared.contracts.errors import ExecutorNotFound
-from spindle.shared.graphs.node_params import BUILTIN_PARAMS
-from spindle.worker.registry import NodeContext, NodeResult, build_catalog, get_node_type, node_type
+from spindle.shared.graphs.node_types import BUILTIN_NODE_TYPES
+from spindle.worker.registry import build_catalog, get_node_type
 
 pytestmark = pytest.mark.unit
 
@@ -26,18 +27,18 @@ async def shout(ctx: NodeContext) -> NodeResult:
     return NodeResult(data=ctx.params.text.upper() * ctx.params.times)
 
 
-def test_builtins_are_registered_with_their_shared_params_models() -> None:
+def test_builtins_are_registered_with_their_shared_specs() -> None:
     for name in ("tool", "router", "output"):
         registered = get_node_type(name)
-        assert registered.params is BUILTIN_PARAMS[name]
-    assert get_node_type("tool").templates == frozenset({"args"})
+        assert registered.spec is BUILTIN_NODE_TYPES[name]
+    assert get_node_type("tool").templates == ("args",)
 
 
 def test_decorator_registers_a_custom_type() -> None:
     registered = get_node_type("test_shout")
     assert registered.run is shout
     assert registered.description == "Shout a text."
-    assert registered.templates == frozenset({"text"})
+    assert registered.templates == ("text",)
 
 
 def test_unknown_type_is_executor_not_found() -> None:

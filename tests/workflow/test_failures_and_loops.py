@@ -13,11 +13,11 @@ from temporalio import activity
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
+from spindle.nodes import NodeContext, NodeResult, node_type
 from spindle.shared.contracts.graph_spec import GraphSpec
 from spindle.shared.contracts.messages import AgentMessageType
 from spindle.shared.contracts.runs import NodeStatus, RunStatus
 from spindle.shared.graphs.structure import parse_graph, validate_structure
-from spindle.worker.registry import NodeContext, NodeResult, node_type
 from tests.workflow.runs import GraphRunner, M, types_of
 
 pytestmark = pytest.mark.workflow

@@ -21,6 +21,7 @@ from temporalio.exceptions import ApplicationError
 from spindle.shared.contracts.messages import AgentMessageType
 from spindle.shared.contracts.runs import NodeStatus
 from spindle.shared.graphs.node_params import AgentParams
+from spindle.shared.graphs.node_types import AGENT
 from spindle.shared.platform.logging_setup import bind_activity_log_context
 from spindle.shared.platform.settings import get_settings
 from spindle.worker.activities.chunk_poster import ChunkPoster
@@ -66,13 +67,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-AGENT_TEMPLATES = ("instructions", "prompt")
-
 
 def agent_params(execution: NodeExecution) -> AgentParams:
     """The agent node's params, resolved and validated (``InvalidParams`` if bad)."""
     node = execution.node
-    raw = resolve_params(node, execution.state, templates=AGENT_TEMPLATES)
+    raw = resolve_params(node, execution.state, templates=AGENT.templates)
     return validate_params(node, raw, AgentParams)
 
 

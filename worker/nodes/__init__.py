@@ -1,6 +1,7 @@
 """Built-in node types run by ``execute_node``: ``tool``, ``router``, ``output``.
 
-Importing this package registers them (see ``spindle.worker.registry``).
+Importing this package registers them (see ``spindle.worker.registry``); their specs
+are ``spindle.shared.graphs.node_types``'s.
 """
 
 from spindle.worker.nodes import output, router, tool

@@ -5,11 +5,12 @@ from __future__ import annotations
 from spindle.shared.contracts.messages import AgentMessageType
 from spindle.shared.graphs.expressions import ExpressionError, evaluate, render_template
 from spindle.shared.graphs.node_params import OutputParams
+from spindle.shared.graphs.node_types import OUTPUT
 from spindle.worker.activities.params import invalid_params
-from spindle.worker.registry import NodeContext, NodeResult, node_type
+from spindle.worker.registry import NodeContext, NodeResult, implements
 
 
-@node_type("output", params=OutputParams)
+@implements(OUTPUT)
 async def run_output(ctx: NodeContext) -> NodeResult:
     """Select (JMESPath) or pass on the previous output; post ``message`` as ANSWER.
 

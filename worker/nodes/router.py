@@ -12,11 +12,12 @@ from typing import Any
 from spindle.shared.contracts.messages import AgentMessageType
 from spindle.shared.graphs.expressions import ExpressionError, evaluate, is_truthy
 from spindle.shared.graphs.node_params import RouterParams
+from spindle.shared.graphs.node_types import ROUTER
 from spindle.worker.activities.params import invalid_params
-from spindle.worker.registry import NodeContext, NodeResult, node_type
+from spindle.worker.registry import NodeContext, NodeResult, implements
 
 
-@node_type("router", params=RouterParams)
+@implements(ROUTER)
 async def run_router(ctx: NodeContext) -> NodeResult:
     """Choose the next edges by evaluating route conditions over the run state."""
     params: RouterParams = ctx.params

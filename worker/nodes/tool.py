@@ -8,13 +8,14 @@ from temporalio.exceptions import ApplicationError
 
 from spindle.shared.contracts.messages import AgentMessageType
 from spindle.shared.graphs.node_params import ToolParams
+from spindle.shared.graphs.node_types import TOOL
 from spindle.worker.activities.params import invalid_params
 from spindle.worker.activities.recorder import summarize
-from spindle.worker.registry import NodeContext, NodeResult, node_type
+from spindle.worker.registry import NodeContext, NodeResult, implements
 from spindle.worker.tools import ToolError, get_tool
 
 
-@node_type("tool", params=ToolParams, templates=("args",))
+@implements(TOOL)
 async def run_tool(ctx: NodeContext) -> NodeResult:
     """Call one registered Python callable with typed arguments."""
     params: ToolParams = ctx.params

@@ -1,9 +1,10 @@
 """``GraphRun``: one durable run of a graph.
 
 The workflow decides what runs (``spindle.worker.workflows.scheduler``) and runs each node
-as activities: ``execute_node`` for tool/router/output/custom nodes, an LLM loop
-for ``agent`` nodes (``spindle.worker.workflows.agent_loop``), and ask → wait for a valid
-``UserInput`` update → accept for ``prompt`` nodes. Workstreams (child runs) are
+the way its type's spec says (``NodeTypeSpec.runs``, looked up in ``NODE_RUNNERS``):
+``execute_node`` for tool/router/output/custom nodes, an LLM loop for ``agent`` nodes
+(``spindle.worker.workflows.agent_loop``), ask → wait for a valid ``UserInput`` update →
+accept for ``prompt`` nodes, a child launch for ``workstream`` nodes. Workstreams (child runs) are
 ``spindle.worker.workflows.workstreams.parent_supervisor``'s; the run ends after its children.
 Activities post every message and write every archive record; the workflow
 itself does no I/O.
@@ -15,6 +16,7 @@ completions processed in the order they happened, logging via ``workflow.logger`
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -41,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from spindle.shared.graphs.expressions import ExpressionError
     from spindle.shared.graphs.node_params import PromptParams, default_ui_schema
+    from spindle.shared.graphs.node_types import PROMPT, NodeTypeSpec, RunKind
     from spindle.worker import policies
     from spindle.worker.activities.params import resolve_params, validate_params
     from spindle.worker.contracts import (
@@ -58,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
         RunRef,
     )
     from spindle.worker.hitl import resolve_answer
+    from spindle.worker.registry import spec_of
     from spindle.worker.workflows.agent_loop import run_agent
     from spindle.worker.workflows.scheduler import Activation, Advance, GraphScheduler
     from spindle.worker.workflows.workstreams.parent_handlers import WorkstreamHandlers
@@ -226,7 +230,8 @@ class GraphRun(WorkstreamHandlers):
         self._state["_previous"] = outcome.output
         if outcome.meta:
             self._state["meta"] = {**self._state["meta"], **outcome.meta}
-        if node.type == "output":
+        spec = spec_of(node.type)
+        if spec is not None and spec.sets_run_output:
             self._output, self._output_node_ran = outcome.output, True
         elif not self._output_node_ran:
             self._output = outcome.output
@@ -239,7 +244,7 @@ class GraphRun(WorkstreamHandlers):
         if isinstance(error, ActivityError):
             cause = error.cause or error
             if error.retry_state == RetryState.MAXIMUM_ATTEMPTS_REACHED:
-                base = policies.LLM_RETRY if node.type == "agent" else policies.NODE_RETRY
+                base = policies.type_retry(spec_of(node.type))
                 attempt = policies.node_retry(node, base).maximum_attempts
         text = cause.message if isinstance(cause, FailureError) else str(cause)
         message = f"node '{node.id}' ({node.type}) failed: {text}"
@@ -303,22 +308,34 @@ class GraphRun(WorkstreamHandlers):
             state=dict(self._state),
             started_at=workflow.now().isoformat(),
         )
-        if node.type == "agent":
-            toolbox = workstream_toolbox(self._workstreams, offered_tools(execution))
-            return await run_agent(execution, toolbox=toolbox)
-        if node.type == "workstream":
-            return await self._workstreams.run_node(execution)
-        if node.type == "prompt":
-            return await self._ask_human(execution)
-        activity_id = f"{node.id}.{activation.visit}"
+        spec = spec_of(node.type)
+        run_kind = spec.runs if spec is not None else RunKind.ACTIVITY
+        return await NODE_RUNNERS[run_kind](self, execution, spec)
+
+    async def _run_agent(self, execution: NodeExecution, spec: NodeTypeSpec | None) -> NodeOutcome:
+        toolbox = workstream_toolbox(self._workstreams, offered_tools(execution))
+        return await run_agent(execution, toolbox=toolbox)
+
+    async def _run_workstream(
+        self, execution: NodeExecution, spec: NodeTypeSpec | None
+    ) -> NodeOutcome:
+        return await self._workstreams.run_node(execution)
+
+    async def _run_activity(
+        self, execution: NodeExecution, spec: NodeTypeSpec | None
+    ) -> NodeOutcome:
+        """``execute_node``, as a local activity when the node says ``local``."""
+        node = execution.node
+        activity_id = f"{node.id}.{execution.visit}"
+        retry = policies.node_retry(node, policies.type_retry(spec))
         if node.local:
             result: NodeOutcome = await workflow.execute_local_activity(
                 EXECUTE_NODE,
                 execution,
                 result_type=NodeOutcome,
                 activity_id=activity_id,
-                start_to_close_timeout=policies.node_timeout(node),
-                retry_policy=policies.node_retry(node),
+                start_to_close_timeout=policies.node_timeout(node, spec),
+                retry_policy=retry,
             )
             return result
         remote: NodeOutcome = await workflow.execute_activity(
@@ -326,16 +343,16 @@ class GraphRun(WorkstreamHandlers):
             execution,
             result_type=NodeOutcome,
             activity_id=activity_id,
-            start_to_close_timeout=policies.node_timeout(node),
-            retry_policy=policies.node_retry(node),
+            start_to_close_timeout=policies.node_timeout(node, spec),
+            retry_policy=retry,
             task_queue=node.task_queue,
             priority=policies.node_priority(node),
         )
         return remote
 
-    async def _ask_human(self, execution: NodeExecution) -> NodeOutcome:
+    async def _ask_human(self, execution: NodeExecution, spec: NodeTypeSpec | None) -> NodeOutcome:
         node = execution.node
-        resolved = resolve_params(node, execution.state, templates=("prompt", "title"))
+        resolved = resolve_params(node, execution.state, templates=PROMPT.templates)
         params = validate_params(node, resolved, PromptParams)
         pending = PendingInput(
             node_id=node.id,
@@ -432,5 +449,15 @@ class GraphRun(WorkstreamHandlers):
             error=self._error,
         )
 
+
+NodeRunner = Callable[[GraphRun, NodeExecution, NodeTypeSpec | None], Awaitable[NodeOutcome]]
+
+NODE_RUNNERS: dict[RunKind, NodeRunner] = {
+    RunKind.ACTIVITY: GraphRun._run_activity,
+    RunKind.AGENT_LOOP: GraphRun._run_agent,
+    RunKind.HUMAN_INPUT: GraphRun._ask_human,
+    RunKind.WORKSTREAM: GraphRun._run_workstream,
+}
+"""How ``GraphRun`` runs a node, by its type's ``NodeTypeSpec.runs``."""
 
 WORKFLOWS: list[type] = [GraphRun]

@@ -48,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
         child_workflow_id,
     )
     from spindle.shared.graphs.node_params import WorkstreamParams
+    from spindle.shared.graphs.node_types import WORKSTREAM
     from spindle.worker.activities.params import resolve_params, validate_params
     from spindle.worker.contracts import NodeExecution, NodeOutcome, RunRef
     from spindle.worker.workflows.workstreams.parent_supervised_child import (
@@ -57,7 +58,6 @@ with workflow.unsafe.imports_passed_through():
 
 SteerOrigin = Literal["user", "agent"]
 START_FAILED = WORKSTREAM_START_FAILED
-WORKSTREAM_TEMPLATES = ("task", "label")
 
 
 def _refusal(message: str, kind: str, **details: Any) -> ApplicationError:
@@ -222,7 +222,7 @@ class WorkstreamSupervisor:
         once, or with ``wait`` the child's ``WorkstreamOutcome`` once it has ended."""
         node = execution.node
         started = workflow.now()
-        raw = resolve_params(node, execution.state, templates=WORKSTREAM_TEMPLATES)
+        raw = resolve_params(node, execution.state, templates=WORKSTREAM.templates)
         params = validate_params(node, raw, WorkstreamParams)
         ack = await self.launch(LaunchRequest.model_validate(params.model_dump(exclude={"wait"})))
         output: dict[str, Any] = {
