@@ -13,10 +13,14 @@ from datetime import timedelta
 
 from temporalio.common import Priority, RetryPolicy
 
+from spindle.shared.contracts.errors import ExecutorNotFound, InputInvalid, InvalidParams
 from spindle.shared.contracts.graph_spec import GraphSpec, NodeSpec, RetrySpec
 
 # Errors that no retry can fix: bad parameters, a bad answer, a missing type.
-NON_RETRYABLE_ERRORS = ["InvalidParams", "InputInvalid", "ExecutorNotFound", "NodeTypeNotFound"]
+NON_RETRYABLE_ERRORS = [
+    *(error.application_type for error in (InvalidParams, InputInvalid, ExecutorNotFound)),
+    "NodeTypeNotFound",
+]
 
 NODE_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
