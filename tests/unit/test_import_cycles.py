@@ -96,7 +96,8 @@ def _graph() -> dict[str, set[str]]:
     for module, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         targets = set()
-        for name in _imports(tree, module, path.name == "__init__.py"):
+        for imported in _imports(tree, module, path.name == "__init__.py"):
+            name = imported
             while name and name not in modules:
                 name = name.rpartition(".")[0]
             if name and name != module:
