@@ -17,6 +17,7 @@ from fastapi import APIRouter, FastAPI
 from fastapi.routing import APIRoute
 from temporalio.client import Client
 
+from spindle.gateway.api.deps import get_identity
 from spindle.gateway.api.routes import (
     bundle,
     files,
@@ -164,7 +165,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         FastAPIInstrumentor.instrument_app(app, tracer_provider=app.state.tracer_provider)
     # Fail at build time, not at the first request, when auth is misconfigured.
     Authenticator(settings, keys=None)
-    install_problem_handlers(app)
+    install_problem_handlers(app, identity=get_identity)
     app.add_middleware(
         ContentLengthLimit,
         max_bytes=settings.max_body_bytes,

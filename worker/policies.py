@@ -15,11 +15,14 @@ from datetime import timedelta
 
 from temporalio.common import Priority, RetryPolicy
 
+from spindle.shared.contracts.errors import ExecutorNotFound, InputInvalid, InvalidParams
 from spindle.shared.contracts.graph_spec import GraphSpec, NodeSpec, RetrySpec
 from spindle.shared.graphs.node_types import AGENT, BUILTIN_NODE_TYPES, NodeTypeSpec, RetryDefaults
 
 # Errors that no retry can fix: bad parameters, a bad answer, a missing type.
-NON_RETRYABLE_ERRORS = ["InvalidParams", "InputInvalid", "ExecutorNotFound"]
+NON_RETRYABLE_ERRORS = [
+    error.application_type for error in (InvalidParams, InputInvalid, ExecutorNotFound)
+]
 
 
 def retry_policy(defaults: RetryDefaults) -> RetryPolicy:

@@ -10,6 +10,7 @@ build error responses themselves.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -22,9 +23,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
 from spindle.gateway.api.models import Problem
+from spindle.gateway.runs.temporal_errors import is_temporal_connect_error, temporal_error
 from spindle.shared.contracts.errors import (
     InvalidRequest,
     NotFound,
@@ -38,11 +40,6 @@ log = logging.getLogger(__name__)
 
 PROBLEM_JSON = "application/problem+json"
 
-# Temporal answers these when it cannot serve the call right now (server down,
-# overloaded, or the call timed out): the client should retry, not give up.
-_TEMPORAL_RETRYABLE = frozenset(
-    {RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.RESOURCE_EXHAUSTED}
-)
 _HTTP_METHODS = frozenset({"GET", "PUT", "POST", "DELETE", "PATCH", "HEAD", "OPTIONS"})
 _PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
 _DOCUMENTED = {
@@ -126,24 +123,6 @@ def spindle_problem(exc: SpindleError, instance: str | None = None) -> Response:
         errors=exc.errors or None,
         headers=headers,
     )
-
-
-def temporal_error(exc: RPCError, *, what: str = "Temporal") -> SpindleError:
-    """Translate a Temporal RPC failure into the client-facing error."""
-    if exc.status in _TEMPORAL_RETRYABLE:
-        return Unavailable(f"{what} is unavailable: {exc.message}", retry_after=2)
-    if exc.status == RPCStatusCode.NOT_FOUND:
-        return NotFound(exc.message)
-    if exc.status == RPCStatusCode.FAILED_PRECONDITION and "no poller" in exc.message:
-        # A query to a run whose task queue no worker polls (all of them down or
-        # being deployed): the run is fine, the answer has to wait for a worker.
-        return Unavailable(f"no worker polls this run's task queue: {exc.message}", retry_after=5)
-    return SpindleError(f"{what} call failed: {exc.message}")
-
-
-def is_temporal_connect_error(exc: BaseException) -> bool:
-    """The lazy Temporal client raises a bare RuntimeError until it first connects."""
-    return isinstance(exc, RuntimeError) and str(exc).startswith("Failed client connect")
 
 
 def validation_errors(exc: RequestValidationError, content_type: str | None = None) -> SpindleError:
@@ -262,15 +241,9 @@ def _default_error_body(response: dict[str, Any]) -> bool:
     return bool(schema.get("$ref") == "#/components/schemas/HTTPValidationError")
 
 
-def _authenticated_operations(app: FastAPI) -> set[tuple[str, str]]:
-    from spindle.gateway.api.deps import (
-        get_identity,  # deps imports this module, through run_access
-    )
-
+def _authenticated_operations(app: FastAPI, identity: Callable[..., Any]) -> set[tuple[str, str]]:
     def needs_identity(dependant: Dependant) -> bool:
-        return dependant.call is get_identity or any(
-            needs_identity(d) for d in dependant.dependencies
-        )
+        return dependant.call is identity or any(needs_identity(d) for d in dependant.dependencies)
 
     found: set[tuple[str, str]] = set()
     for route in iter_route_contexts(app.routes):
@@ -279,13 +252,19 @@ def _authenticated_operations(app: FastAPI) -> set[tuple[str, str]]:
     return found
 
 
-def install_problem_docs(app: FastAPI) -> None:
-    """Serve the OpenAPI document with the problem responses of ``document_problems``."""
+def install_problem_docs(app: FastAPI, identity: Callable[..., Any]) -> None:
+    """Serve the OpenAPI document with the problem responses of ``document_problems``.
+
+    Args:
+        app: the application.
+        identity: the dependency that authenticates the caller; the operations
+            that depend on it document 401 and 503.
+    """
     build = app.openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            document_problems(build(), _authenticated_operations(app))
+            document_problems(build(), _authenticated_operations(app, identity))
         return app.openapi_schema or build()
 
     app.openapi = openapi  # type: ignore[method-assign]
@@ -359,10 +338,10 @@ async def _on_unexpected(request: Request, exc: Exception) -> Response:
     )
 
 
-def install_problem_handlers(app: FastAPI) -> None:
+def install_problem_handlers(app: FastAPI, identity: Callable[..., Any]) -> None:
     """Register the exception handlers that render every error as a problem, and
-    document them in the OpenAPI schema."""
-    install_problem_docs(app)
+    document them in the OpenAPI schema (``identity``: see ``install_problem_docs``)."""
+    install_problem_docs(app, identity)
     app.add_exception_handler(SpindleError, _on_spindle_error)
     app.add_exception_handler(RequestValidationError, _on_validation_error)
     app.add_exception_handler(StarletteHTTPException, _on_http_error)

@@ -23,7 +23,6 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from spindle.gateway.api.models import StartRunRequest, StartRunResponse
-from spindle.gateway.http.problems import temporal_error
 from spindle.gateway.runs.catalog_cache import CatalogCache
 from spindle.gateway.runs.temporal import (
     GRAPH_KEY,
@@ -32,6 +31,7 @@ from spindle.gateway.runs.temporal import (
     new_workflow_id,
     temporal_ui_url,
 )
+from spindle.gateway.runs.temporal_errors import temporal_error
 from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.errors import NotFound
 from spindle.shared.contracts.graph_spec import GraphSpec

@@ -1,44 +1,141 @@
 """The Spindle exception tree, documented in one place.
 
-Every error a client can cause or see is a ``SpindleError`` subclass that carries
-its HTTP status (for REST problem bodies, RFC 9457) and its JSON-RPC code (seed
-003 numbering for ``tasks.*``). The gateway maps them; nothing else needs to.
+Every error a client can cause or see, and every failure the worker reports
+through Temporal, is a ``SpindleError`` subclass. Each class carries its HTTP
+status (for REST problem bodies, RFC 9457; every problem's ``type`` is
+``about:blank`` and its title the class's ``title``), its JSON-RPC code (seed
+003 numbering for ``tasks.*``) and its Temporal ``ApplicationError`` type
+(``application_type``; these names are in recorded workflow histories: never
+rename one). The worker raises the classes, or ``to_application_error`` of
+them; the gateway turns a Temporal failure back into the class with
+``from_application_error`` and renders it. Nothing reads message text.
 
-::
+Each class's ``ApplicationError`` type is its own name::
 
-    SpindleError                     500  -32603  internal error
-    ├── InvalidRequest               400  -32600  malformed request body
-    ├── ValidationFailed             422  -32602  well-formed but invalid (names field + rule)
-    │   ├── GraphInvalid             422  -32602  graph spec breaks a rule (names node + rule)
-    │   ├── InputInvalid             422  -32602  input/HITL answer fails its JSON Schema
-    │   └── ExecutorNotFound         422  -32003  unknown node type / executor
-    ├── CircularDependency           422  -32002  a dependency cycle
-    ├── NotFound                     404  -32001  unknown (or not visible) run, graph, task
-    ├── Conflict                     409  -32000  the target's state forbids the operation
-    ├── Unauthorized                 401  -32004  missing or bad credentials
-    │   └── Forbidden                403  -32004  known caller, not allowed this action on a
-    │                                              run it can see (other tenants' runs: NotFound)
-    ├── PayloadTooLarge              413  -32600  body, upload or field over its limit
-    ├── RateLimited                  429  -32005  tenant over its rate or stream limit; retry
-    └── Unavailable                  503  -32000  a backing service is down; retry later
+    class                           HTTP  JSON-RPC  meaning
+    SpindleError                     500   -32603   internal error
+    ├── InvalidRequest               400   -32600   malformed request body
+    ├── ValidationFailed             422   -32602   invalid: names field + rule
+    │   ├── GraphInvalid             422   -32602   graph breaks a rule (node + rule)
+    │   ├── InputInvalid             422   -32602   input/HITL answer fails its schema
+    │   ├── ExecutorNotFound         422   -32003   unknown node type / executor
+    │   ├── InvalidParams            422   -32602   node params no retry can fix
+    │   ├── InvalidSteer             422   -32602   a steer the workstream refuses
+    │   └── UnknownTool              422   -32602   not a workstream tool
+    ├── CircularDependency           422   -32002   a dependency cycle
+    ├── NotFound                     404   -32001   unknown (or invisible) run, graph, task
+    │   └── UnknownWorkstream        404   -32001   no such workstream in the run
+    ├── Conflict                     409   -32000   the target's state forbids it
+    │   ├── NotWaiting               409   -32000   not waiting for that input
+    │   ├── RunFinishing             409   -32000   launches no more workstreams
+    │   ├── WorkstreamFinished       409   -32000   the workstream has ended
+    │   └── WorkstreamNotInteractive 409   -32000   the workstream takes no messages
+    ├── Unauthorized                 401   -32004   missing or bad credentials
+    │   └── Forbidden                403   -32004   action not allowed on a visible run
+    │                                               (other tenants' runs: NotFound)
+    ├── PayloadTooLarge              413   -32600   body, upload or field too large
+    ├── RateLimited                  429   -32005   over a rate or stream limit; retry
+    ├── Unavailable                  503   -32000   a backing service is down; retry
+    │   └── WorkstreamStartFailed    503   -32000   Temporal refused the child; retry
+    └── RunFailed                    500   -32603   a run ended in failure
+        ├── NodeFailed               500   -32603   a node failed for good
+        └── AgentMaxTurns            500   -32603   no final answer within max_turns
+
+``docs/api/errors.md`` lists the same tree for readers of the API.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+from temporalio.exceptions import ApplicationError
+
+
+class ErrorDetail(BaseModel):
+    """One thing wrong with a request: where, which field, which rule.
+
+    Every field is optional and only the fields given are sent, so each shape
+    clients see stays as it is: ``{in, field, rule, message}`` for request
+    validation, ``{node, field, rule, message}`` for graphs, ``{field, reason}``
+    for JSON-RPC ``tasks.*``, and rule-specific extras (``position``,
+    ``supported``, ``cycle``, ``graph`` …) kept as given.
+    """
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True, frozen=True)
+
+    location: str | None = Field(default=None, alias="in")
+    graph: str | None = None
+    node: str | None = None
+    field: str | None = None
+    rule: str | None = None
+    reason: str | None = None
+    message: str | None = None
+
+    def wire(self) -> dict[str, Any]:
+        """The JSON object clients see: the fields that were given, by wire name."""
+        return self.model_dump(by_alias=True, exclude_unset=True, mode="json")
+
+
+def error_details(errors: Sequence[ErrorDetail | Mapping[str, Any]] | None) -> list[ErrorDetail]:
+    """``errors`` as ``ErrorDetail`` models (mappings are validated as given)."""
+    return [
+        e if isinstance(e, ErrorDetail) else ErrorDetail.model_validate(dict(e))
+        for e in errors or ()
+    ]
+
+
+def wire_errors(errors: Sequence[ErrorDetail | Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    """``errors`` checked against ``ErrorDetail`` and given as the JSON objects clients see."""
+    return [e.wire() for e in error_details(errors)]
 
 
 class SpindleError(Exception):
-    """Base of all errors Spindle reports to clients."""
+    """Base of all errors Spindle reports to clients.
+
+    Args:
+        detail: what happened, for people.
+        errors: what was wrong, one ``ErrorDetail`` (or mapping of its fields) each.
+        context: facts for programs (the ``ApplicationError`` details), e.g.
+            ``{"node": "n1"}``.
+    """
 
     status: int = 500
     jsonrpc_code: int = -32603
     title: str = "Internal error"
+    #: The Temporal ``ApplicationError.type``; the class name unless set.
+    application_type: ClassVar[str] = "SpindleError"
+    #: Whether Temporal may retry an activity that raised it.
+    non_retryable: ClassVar[bool] = True
+    #: Whether ``to_application_error`` always sends ``errors`` in its details.
+    errors_in_details: ClassVar[bool] = False
 
-    def __init__(self, detail: str, *, errors: list[dict[str, Any]] | None = None) -> None:
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "application_type" not in cls.__dict__:
+            cls.application_type = cls.__name__
+        if cls.__module__ == __name__:  # the tree is this module; callers' subclasses stay local
+            _BY_APPLICATION_TYPE.setdefault(cls.application_type, cls)
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        errors: Sequence[ErrorDetail | Mapping[str, Any]] | None = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> None:
         super().__init__(detail)
         self.detail = detail
-        self.errors = errors or []
+        # Kept in wire form (each checked by ``ErrorDetail``): what problem bodies,
+        # JSON-RPC ``data`` and Temporal details carry, and what callers index.
+        self.errors: list[dict[str, Any]] = wire_errors(errors)
+        self.context = dict(context or {})
+
+    @property
+    def error_details(self) -> list[ErrorDetail]:
+        """``errors`` as ``ErrorDetail`` models."""
+        return error_details(self.errors)
 
     def problem(self) -> dict[str, Any]:
         """An RFC 9457 problem body."""
@@ -53,61 +150,228 @@ class SpindleError(Exception):
         return body
 
 
+_BY_APPLICATION_TYPE: dict[str, type[SpindleError]] = {"SpindleError": SpindleError}
+
+
 class InvalidRequest(SpindleError):
+    """The request cannot be read (malformed body)."""
+
     status, jsonrpc_code, title = 400, -32600, "Invalid request"
 
 
 class ValidationFailed(SpindleError):
+    """Well-formed but invalid: each error names the field and the rule."""
+
     status, jsonrpc_code, title = 422, -32602, "Validation failed"
 
 
 class GraphInvalid(ValidationFailed):
+    """A graph spec breaks a rule (each error names the node and the rule)."""
+
     title = "Invalid graph"
 
 
 class InputInvalid(ValidationFailed):
+    """An input or HITL answer fails its JSON Schema."""
+
     title = "Invalid input"
+    errors_in_details = True
 
 
 class ExecutorNotFound(ValidationFailed):
+    """An unknown node type or executor."""
+
     jsonrpc_code, title = -32003, "Executor not found"
 
 
+class InvalidParams(ValidationFailed):
+    """A node's parameters are invalid in a way no retry can fix."""
+
+    title = "Invalid parameters"
+    errors_in_details = True
+
+
+class InvalidSteer(ValidationFailed):
+    """A steer the workstream refuses (the error names the ``command`` field)."""
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        errors: Sequence[ErrorDetail | Mapping[str, Any]] | None = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> None:
+        default = [ErrorDetail(field="command", rule="invalid_steer", message=detail)]
+        super().__init__(detail, errors=errors or default, context=context)
+
+
+class UnknownTool(ValidationFailed):
+    """A call to a tool the workstream supervisor does not answer."""
+
+
 class CircularDependency(SpindleError):
+    """A dependency cycle."""
+
     status, jsonrpc_code, title = 422, -32002, "Circular dependency detected"
 
 
 class NotFound(SpindleError):
+    """An unknown run, graph or task, or one the caller may not see."""
+
     status, jsonrpc_code, title = 404, -32001, "Not found"
 
 
+class UnknownWorkstream(NotFound):
+    """The run has no workstream of that id."""
+
+
 class Conflict(SpindleError):
+    """The target's state forbids the operation."""
+
     status, jsonrpc_code, title = 409, -32000, "Conflict"
 
 
+class NotWaiting(Conflict):
+    """The run is not waiting for input (on that node)."""
+
+
+class RunFinishing(Conflict):
+    """The run is finishing: it launches no more workstreams."""
+
+
+class WorkstreamFinished(Conflict):
+    """The workstream has ended."""
+
+
+class WorkstreamNotInteractive(Conflict):
+    """The workstream takes no messages."""
+
+
 class Unauthorized(SpindleError):
+    """Missing or bad credentials."""
+
     status, jsonrpc_code, title = 401, -32004, "Unauthorized"
 
 
 class Forbidden(Unauthorized):
+    """A known caller not allowed this action on a run it can see."""
+
     status, title = 403, "Forbidden"
 
 
 class PayloadTooLarge(SpindleError):
+    """A body, upload or field over its limit."""
+
     status, jsonrpc_code, title = 413, -32600, "Payload too large"
 
 
 class RateLimited(SpindleError):
-    status, jsonrpc_code, title = 429, -32005, "Too many requests"
+    """The tenant is over its rate or stream limit; retry after ``retry_after`` s."""
 
-    def __init__(self, detail: str, *, retry_after: int = 1) -> None:
-        super().__init__(detail)
+    status, jsonrpc_code, title = 429, -32005, "Too many requests"
+    non_retryable = False
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        retry_after: int = 1,
+        errors: Sequence[ErrorDetail | Mapping[str, Any]] | None = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(detail, errors=errors, context=context)
         self.retry_after = max(1, retry_after)
 
 
 class Unavailable(SpindleError):
-    status, jsonrpc_code, title = 503, -32000, "Service unavailable"
+    """A backing service is down; retry after ``retry_after`` seconds."""
 
-    def __init__(self, detail: str, *, retry_after: int = 5) -> None:
-        super().__init__(detail)
-        self.retry_after = retry_after
+    status, jsonrpc_code, title = 503, -32000, "Service unavailable"
+    non_retryable = False
+    default_retry_after: ClassVar[int] = 5
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        retry_after: int | None = None,
+        errors: Sequence[ErrorDetail | Mapping[str, Any]] | None = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(detail, errors=errors, context=context)
+        self.retry_after = self.default_retry_after if retry_after is None else retry_after
+
+
+class WorkstreamStartFailed(Unavailable):
+    """Temporal refused to start the workstream's child workflow; retry."""
+
+    # An update refusal: the client retries the launch, Temporal does not.
+    non_retryable = True
+    default_retry_after = 2
+
+
+class RunFailed(SpindleError):
+    """A run ended in failure (the workflow's own failure)."""
+
+
+class NodeFailed(RunFailed):
+    """A node failed for good, failing the run."""
+
+
+class AgentMaxTurns(RunFailed):
+    """An agent still asked for tools after ``max_turns`` turns."""
+
+
+def spindle_error_classes() -> list[type[SpindleError]]:
+    """Every class of the tree, base first (declaration order)."""
+    return list(_BY_APPLICATION_TYPE.values())
+
+
+def non_retryable_error_types() -> list[str]:
+    """The ``ApplicationError`` types no activity retry can fix."""
+    return [cls.application_type for cls in spindle_error_classes() if cls.non_retryable]
+
+
+def to_application_error(exc: SpindleError) -> ApplicationError:
+    """The Temporal failure for ``exc``: its type, ``non_retryable`` from its class,
+    and its ``context`` (plus ``errors``) as the one details payload."""
+    payload: dict[str, Any] = dict(exc.context)
+    if exc.errors or exc.errors_in_details:
+        payload["errors"] = exc.errors
+    details = (payload,) if payload else ()
+    return ApplicationError(
+        exc.detail, *details, type=exc.application_type, non_retryable=exc.non_retryable
+    )
+
+
+def from_application_error(failure: BaseException | None) -> SpindleError | None:
+    """The ``SpindleError`` a Temporal failure carries, or None when it carries none.
+
+    Walks the ``cause`` chain, so ``WorkflowUpdateFailedError``, ``ActivityError``,
+    ``ChildWorkflowError`` and ``WorkflowFailureError`` all yield the error the
+    worker raised.
+    """
+    for error in _cause_chain(failure):
+        if isinstance(error, SpindleError):
+            return error
+        if isinstance(error, ApplicationError) and error.type in _BY_APPLICATION_TYPE:
+            return _rebuilt(_BY_APPLICATION_TYPE[error.type], error)
+    return None
+
+
+def _cause_chain(failure: BaseException | None) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    while failure is not None and id(failure) not in seen:
+        seen.add(id(failure))
+        yield failure
+        failure = getattr(failure, "cause", None) or failure.__cause__
+
+
+def _rebuilt(cls: type[SpindleError], failure: ApplicationError) -> SpindleError:
+    context: dict[str, Any] = {}
+    for detail in failure.details:
+        if isinstance(detail, Mapping):
+            context.update(detail)
+    errors = context.pop("errors", None)
+    listed = [e for e in errors if isinstance(e, Mapping)] if isinstance(errors, list) else None
+    return cls(failure.message, errors=listed, context=context)

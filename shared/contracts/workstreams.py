@@ -41,6 +41,15 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from spindle.shared.contracts.errors import (
+    InvalidSteer,
+    RunFinishing,
+    UnknownWorkstream,
+    WorkstreamFinished,
+    WorkstreamNotInteractive,
+    WorkstreamStartFailed,
+)
+
 WORKSTREAM_WORKFLOW = "Workstream"
 
 # Parent (GraphRun) updates and query, called by the gateway.
@@ -71,17 +80,14 @@ WRAP_UP_TEXT = (
     "have, and give your best final answer at the next step."
 )
 
-# ApplicationError types the parent's update validators raise (the gateway
-# maps them: UnknownWorkstream → 404, WorkstreamFinished → 409,
-# WorkstreamNotInteractive → 409, InvalidSteer → 422).
-UNKNOWN_WORKSTREAM = "UnknownWorkstream"
-WORKSTREAM_FINISHED = "WorkstreamFinished"
-WORKSTREAM_NOT_INTERACTIVE = "WorkstreamNotInteractive"
-INVALID_STEER = "InvalidSteer"
-WORKSTREAM_START_FAILED = "WorkstreamStartFailed"  # Temporal refused the child → 503
-# The parent run is finishing (its graph ended, it failed or is being cancelled):
-# it launches no more workstreams (gateway → 409).
-RUN_FINISHING = "RunFinishing"
+# ApplicationError types the parent's update validators raise: declared (with
+# their HTTP status) by the classes of ``spindle.shared.contracts.errors``.
+UNKNOWN_WORKSTREAM = UnknownWorkstream.application_type
+WORKSTREAM_FINISHED = WorkstreamFinished.application_type
+WORKSTREAM_NOT_INTERACTIVE = WorkstreamNotInteractive.application_type
+INVALID_STEER = InvalidSteer.application_type
+WORKSTREAM_START_FAILED = WorkstreamStartFailed.application_type
+RUN_FINISHING = RunFinishing.application_type
 
 # In-workflow tools an ``agent`` node may list in ``params.tools``; GraphRun
 # answers them itself (no ``tool_call`` activity).

@@ -13,9 +13,8 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
-from spindle.shared.contracts.errors import ExecutorNotFound
+from spindle.shared.contracts.errors import ExecutorNotFound, to_application_error
 from spindle.shared.contracts.runs import NodeStatus
 from spindle.shared.platform.logging_setup import bind_activity_log_context
 from spindle.worker.activities.heartbeat import heartbeating
@@ -85,11 +84,8 @@ class NodeActivities:
         try:
             node_type = get_node_type(node.type)
         except ExecutorNotFound as exc:
-            raise ApplicationError(
-                str(exc),
-                {"node": node.id, "type": node.type},
-                type="ExecutorNotFound",
-                non_retryable=True,
+            raise to_application_error(
+                ExecutorNotFound(exc.detail, context={"node": node.id, "type": node.type})
             ) from exc
 
         raw_params = resolve_params(node, execution.state, templates=node_type.templates)

@@ -15,18 +15,17 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from temporalio.exceptions import ApplicationError
 
+from spindle.shared.contracts.errors import InvalidParams, to_application_error
 from spindle.shared.contracts.graph_spec import NodeSpec
 from spindle.shared.graphs.expressions import ExpressionError, evaluate, render_template
 
-INVALID_PARAMS = "InvalidParams"
+INVALID_PARAMS = InvalidParams.application_type
 M = TypeVar("M", bound=BaseModel)
 
 
 def invalid_params(message: str, errors: list[dict[str, Any]] | None = None) -> ApplicationError:
     """The non-retryable error for parameters no retry can fix."""
-    return ApplicationError(
-        message, {"errors": errors or []}, type=INVALID_PARAMS, non_retryable=True
-    )
+    return to_application_error(InvalidParams(message, errors=errors))
 
 
 def render_deep(value: Any, state: dict[str, Any]) -> Any:

@@ -31,9 +31,9 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from spindle.shared.contracts.errors import AgentMaxTurns, to_application_error
     from spindle.shared.contracts.runs import NodeReport, NodeStatus
     from spindle.shared.graphs.node_params import AgentParams
     from spindle.worker import policies
@@ -50,7 +50,7 @@ with workflow.unsafe.imports_passed_through():
         ToolCallResult,
     )
 
-MAX_TURNS_ERROR = "AgentMaxTurns"
+MAX_TURNS_ERROR = AgentMaxTurns.application_type
 _STOPPED = '{"error": "stopped before this tool ran"}'
 
 
@@ -161,11 +161,11 @@ async def run_agent(
     reply = await converse(execution, toolbox=toolbox, hooks=hooks)
     if reply.exhausted:
         limit = max_turns(execution)
-        raise ApplicationError(
-            f"agent '{node.id}' gave no final answer within max_turns ({limit})",
-            {"node": node.id, "max_turns": limit},
-            type=MAX_TURNS_ERROR,
-            non_retryable=True,
+        raise to_application_error(
+            AgentMaxTurns(
+                f"agent '{node.id}' gave no final answer within max_turns ({limit})",
+                context={"node": node.id, "max_turns": limit},
+            )
         )
     report = reply.report or NodeReport(
         node_id=node.id,

@@ -22,10 +22,15 @@ from datetime import datetime
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, FailureError, RetryState
+from temporalio.exceptions import ActivityError, FailureError, RetryState
 
 with workflow.unsafe.imports_passed_through():
-    from spindle.shared.contracts.errors import InputInvalid
+    from spindle.shared.contracts.errors import (
+        InputInvalid,
+        NodeFailed,
+        NotWaiting,
+        to_application_error,
+    )
     from spindle.shared.contracts.messages import AgentMessageType
     from spindle.shared.contracts.runs import (
         DESCRIBE_QUERY,
@@ -67,10 +72,6 @@ with workflow.unsafe.imports_passed_through():
     from spindle.worker.workflows.workstreams.parent_handlers import WorkstreamHandlers
     from spindle.worker.workflows.workstreams.parent_supervisor import WorkstreamSupervisor
     from spindle.worker.workflows.workstreams.parent_tools import offered_tools, workstream_toolbox
-
-NODE_FAILED = "NodeFailed"
-NOT_WAITING = "NotWaiting"
-INPUT_INVALID = "InputInvalid"
 
 
 @dataclass
@@ -148,7 +149,7 @@ class GraphRun(WorkstreamHandlers):
             self._status = RunStatus.FAILED
             self._error = str(failure)
             await self._finish(RunStatus.FAILED)
-            raise ApplicationError(self._error, type=NODE_FAILED, non_retryable=True) from None
+            raise to_application_error(NodeFailed(self._error)) from None
         self._status = RunStatus.COMPLETED
         await self._finish(RunStatus.COMPLETED)
         return GraphRunResult(
@@ -410,17 +411,15 @@ class GraphRun(WorkstreamHandlers):
         if user_input.node_id is not None:
             pending = self._pending.get(user_input.node_id)
             if pending is None:
-                raise ApplicationError(
-                    f"the run is not waiting for input on node '{user_input.node_id}'",
-                    {"waiting_on": list(self._pending)},
-                    type=NOT_WAITING,
-                    non_retryable=True,
+                raise to_application_error(
+                    NotWaiting(
+                        f"the run is not waiting for input on node '{user_input.node_id}'",
+                        context={"waiting_on": list(self._pending)},
+                    )
                 )
             return pending
         if not self._pending:
-            raise ApplicationError(
-                "the run is not waiting for input", type=NOT_WAITING, non_retryable=True
-            )
+            raise to_application_error(NotWaiting("the run is not waiting for input"))
         return next(iter(self._pending.values()))
 
     @staticmethod
@@ -428,9 +427,7 @@ class GraphRun(WorkstreamHandlers):
         try:
             return resolve_answer(pending, user_input)
         except InputInvalid as exc:
-            raise ApplicationError(
-                exc.detail, {"errors": exc.errors}, type=INPUT_INVALID, non_retryable=True
-            ) from None
+            raise to_application_error(exc) from None
 
     @workflow.query(name=DESCRIBE_QUERY)
     def describe(self) -> RunDescription:

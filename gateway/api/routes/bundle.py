@@ -41,8 +41,8 @@ from spindle.gateway.api.deps import (
     TemporalDep,
 )
 from spindle.gateway.api.models import RunDetail
-from spindle.gateway.http.problems import temporal_error
 from spindle.gateway.runs.lookup import describe_run
+from spindle.gateway.runs.temporal_errors import temporal_error
 from spindle.gateway.streams.history import stored_messages
 from spindle.shared.store.archive import RunArchive
 from spindle.shared.store.run_trace import message_trace_ids, run_trace

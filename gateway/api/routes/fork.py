@@ -27,9 +27,9 @@ from spindle.gateway.api.deps import (
     TemporalDep,
 )
 from spindle.gateway.api.models import StartRunResponse
-from spindle.gateway.http.problems import temporal_error
 from spindle.gateway.runs.starter import _record_start, _response, _start
 from spindle.gateway.runs.temporal import new_workflow_id
+from spindle.gateway.runs.temporal_errors import temporal_error
 from spindle.shared.contracts.errors import Conflict, NotFound, ValidationFailed
 from spindle.shared.contracts.graph_spec import GraphSpec
 from spindle.shared.contracts.runs import (

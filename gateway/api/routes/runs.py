@@ -29,11 +29,11 @@ from spindle.gateway.api.models import (
     StartRunRequest,
     StartRunResponse,
 )
-from spindle.gateway.http.problems import temporal_error
 from spindle.gateway.protocols.jsonrpc.task_execution import settle_terminated_run
 from spindle.gateway.runs.lookup import archived_run, describe_run, not_found
 from spindle.gateway.runs.starter import start_run
 from spindle.gateway.runs.temporal import RPC_TIMEOUT, describe_workflow, is_open, run_status_of
+from spindle.gateway.runs.temporal_errors import temporal_error
 from spindle.shared.contracts.errors import Conflict
 from spindle.shared.contracts.messages import AgentMessageType, create_compact_message
 from spindle.shared.contracts.runs import RunStatus

@@ -14,7 +14,6 @@ import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body
-from temporalio.exceptions import ApplicationError
 
 from spindle.gateway.api.deps import (
     ArchiveDep,
@@ -24,7 +23,13 @@ from spindle.gateway.api.deps import (
     TemporalDep,
 )
 from spindle.gateway.runs.updates import execute_run_update
-from spindle.shared.contracts.errors import Conflict, InputInvalid, NotFound, SpindleError
+from spindle.shared.contracts.errors import (
+    InputInvalid,
+    NotFound,
+    NotWaiting,
+    SpindleError,
+    from_application_error,
+)
 from spindle.shared.contracts.identity import Identity
 from spindle.shared.contracts.runs import USER_INPUT_UPDATE, SignalAck, UserInput
 
@@ -127,18 +132,8 @@ async def signal_workflow(
 
 
 def _update_failure(workflow_id: str, cause: BaseException) -> SpindleError:
-    if isinstance(cause, ApplicationError):
-        if cause.type == "InputInvalid":
-            errors = _errors_of(cause)
-            return InputInvalid(cause.message or "the answer is invalid", errors=errors)
-        if cause.type == "NotWaiting":
-            return Conflict(cause.message or f"run '{workflow_id}' is not waiting for input")
+    error = from_application_error(cause)
+    if isinstance(error, InputInvalid | NotWaiting):
+        return error
     log.error("UserInput update of %s failed: %r", workflow_id, cause)
     return SpindleError(f"the run could not take the input: {cause}")
-
-
-def _errors_of(cause: ApplicationError) -> list[dict[str, Any]]:
-    for detail in cause.details:
-        if isinstance(detail, dict) and isinstance(detail.get("errors"), list):
-            return [e for e in detail["errors"] if isinstance(e, dict)]
-    return []

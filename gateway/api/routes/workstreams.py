@@ -6,8 +6,8 @@ to a child: every call goes to the parent ``GraphRun`` as a Temporal update
 (launch, steer, message, terminate) or its ``workstreams`` query (list), so the
 parent's validators decide and the caller learns at once whether it was taken.
 
-Failures the parent reports as ``ApplicationError`` types of
-``spindle.shared.contracts.workstreams`` become problems: an unknown launch id is a 404, a
+Failures the parent reports (classes of ``spindle.shared.contracts.errors``,
+through ``from_application_error``) become problems: an unknown launch id is a 404, a
 finished (or non-interactive) workstream a 409, an invalid steer a 422. A
 finished or finishing run is a 409, and no worker or no Temporal a 503 with
 Retry-After.
@@ -32,7 +32,6 @@ from temporalio.client import (
     Client,
     WorkflowQueryFailedError,
 )
-from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from spindle.gateway.api.deps import (
@@ -43,26 +42,26 @@ from spindle.gateway.api.deps import (
     ReadableRunDep,
     TemporalDep,
 )
-from spindle.gateway.http.problems import temporal_error
+from spindle.gateway.runs.temporal_errors import is_missing_handler, temporal_error
 from spindle.gateway.runs.updates import execute_run_update
 from spindle.shared.contracts.errors import (
     Conflict,
+    InvalidSteer,
     NotFound,
+    RunFinishing,
     SpindleError,
     Unavailable,
-    ValidationFailed,
+    UnknownWorkstream,
+    WorkstreamFinished,
+    WorkstreamNotInteractive,
+    WorkstreamStartFailed,
+    from_application_error,
 )
 from spindle.shared.contracts.workstreams import (
-    INVALID_STEER,
     LAUNCH_WORKSTREAM_UPDATE,
     MESSAGE_WORKSTREAM_UPDATE,
-    RUN_FINISHING,
     STEER_WORKSTREAM_UPDATE,
     TERMINATE_WORKSTREAM_UPDATE,
-    UNKNOWN_WORKSTREAM,
-    WORKSTREAM_FINISHED,
-    WORKSTREAM_NOT_INTERACTIVE,
-    WORKSTREAM_START_FAILED,
     WORKSTREAMS_QUERY,
     LaunchAck,
     LaunchRequest,
@@ -317,7 +316,7 @@ async def query_workstreams(temporal: Client, workflow_id: str) -> WorkstreamLis
         )
         return with_wall_clock_elapsed(listed, datetime.now(UTC))
     except WorkflowQueryFailedError as exc:
-        if "expected but not found" in str(exc):  # a run from before workstreams
+        if is_missing_handler(exc):  # a run from before workstreams
             return WorkstreamList()
         log.error("workstreams query of %s failed: %s", workflow_id, exc)
         raise SpindleError(f"the workstreams of run '{workflow_id}' could not be read") from exc
@@ -342,23 +341,17 @@ def _refusal(
 def _update_failure(
     workflow_id: str, name: str, launch_id: str | None, cause: BaseException
 ) -> SpindleError:
-    """The problem for an update the parent refused (its ``ApplicationError`` type)."""
-    if isinstance(cause, ApplicationError):
-        text = cause.message
-        if cause.type == UNKNOWN_WORKSTREAM:
-            return unknown_workstream(workflow_id, launch_id or "?")
-        if cause.type in (WORKSTREAM_FINISHED, WORKSTREAM_NOT_INTERACTIVE):
-            return Conflict(text or f"workstream '{launch_id}' does not take this now")
-        if cause.type == RUN_FINISHING:
-            return Conflict(f"run '{workflow_id}' is finishing: it launches no more workstreams")
-        if cause.type == INVALID_STEER:
-            return ValidationFailed(
-                text or "the steer is invalid",
-                errors=[{"field": "command", "rule": "invalid_steer", "message": text}],
-            )
-        if cause.type == WORKSTREAM_START_FAILED:
-            return Unavailable(text or "the workstream did not start; retry", retry_after=2)
-        if "expected but not found" in (text or ""):
-            return Conflict(f"run '{workflow_id}' does not support workstreams")
+    """The problem for an update the parent refused (the error it raised)."""
+    error = from_application_error(cause)
+    if isinstance(error, UnknownWorkstream):
+        return unknown_workstream(workflow_id, launch_id or "?")
+    if isinstance(error, RunFinishing):
+        return RunFinishing(f"run '{workflow_id}' is finishing: it launches no more workstreams")
+    if isinstance(
+        error, WorkstreamFinished | WorkstreamNotInteractive | InvalidSteer | WorkstreamStartFailed
+    ):
+        return error
+    if is_missing_handler(cause):
+        return Conflict(f"run '{workflow_id}' does not support workstreams")
     log.error("%s update of %s failed: %r", name, workflow_id, cause)
     return SpindleError(f"the run could not take {name}: {cause}")

@@ -61,7 +61,6 @@ from a2a.utils.errors import (
 )
 from temporalio.service import RPCError
 
-from spindle.gateway.http.problems import temporal_error
 from spindle.gateway.protocols.a2a.push_watch import PushConfigStore, protocol_of, validated
 from spindle.gateway.protocols.a2a.run_events import run_events, send_events
 from spindle.gateway.protocols.a2a.spindle_call import (
@@ -81,6 +80,7 @@ from spindle.gateway.protocols.a2a.task_mapping import (
 )
 from spindle.gateway.runs.access import RunAction
 from spindle.gateway.runs.temporal import RPC_TIMEOUT, describe_workflow, is_open
+from spindle.gateway.runs.temporal_errors import temporal_error
 from spindle.shared.contracts.errors import SpindleError
 
 log = logging.getLogger(__name__)

@@ -23,15 +23,19 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from spindle.shared.contracts.errors import (
+        RunFinishing,
+        SpindleError,
+        UnknownWorkstream,
+        WorkstreamFinished,
+        WorkstreamNotInteractive,
+        WorkstreamStartFailed,
+        to_application_error,
+    )
     from spindle.shared.contracts.runs import NodeReport, NodeStatus
     from spindle.shared.contracts.workstreams import (
         CHILD_MESSAGE_SIGNAL,
         CHILD_STEER_SIGNAL,
-        RUN_FINISHING,
-        UNKNOWN_WORKSTREAM,
-        WORKSTREAM_FINISHED,
-        WORKSTREAM_NOT_INTERACTIVE,
-        WORKSTREAM_START_FAILED,
         ChildMessage,
         LaunchAck,
         LaunchRequest,
@@ -57,11 +61,10 @@ with workflow.unsafe.imports_passed_through():
     )
 
 SteerOrigin = Literal["user", "agent"]
-START_FAILED = WORKSTREAM_START_FAILED
 
 
-def _refusal(message: str, kind: str, **details: Any) -> ApplicationError:
-    return ApplicationError(message, details or None, type=kind, non_retryable=True)
+def _refusal(error: SpindleError) -> ApplicationError:
+    return to_application_error(error)
 
 
 class WorkstreamSupervisor:
@@ -89,17 +92,17 @@ class WorkstreamSupervisor:
     def check_launch(self) -> None:
         """Raises ``RunFinishing`` once the run is ending."""
         if self._closing:
-            raise _refusal("the run is finishing: it launches no more workstreams", RUN_FINISHING)
+            raise _refusal(RunFinishing("the run is finishing: it launches no more workstreams"))
 
     def known(self, launch_id: str) -> SupervisedChild:
         """The workstream ``launch_id``; raises ``UnknownWorkstream``."""
         child = self._children.get(launch_id)
         if child is None:
             raise _refusal(
-                f"unknown workstream '{launch_id}'",
-                UNKNOWN_WORKSTREAM,
-                launch_id=launch_id,
-                known=list(self._children),
+                UnknownWorkstream(
+                    f"unknown workstream '{launch_id}'",
+                    context={"launch_id": launch_id, "known": list(self._children)},
+                )
             )
         return child
 
@@ -117,9 +120,10 @@ class WorkstreamSupervisor:
         child = self.check_running(launch_id)
         if not child.request.interactive:
             raise _refusal(
-                f"workstream '{launch_id}' is not interactive",
-                WORKSTREAM_NOT_INTERACTIVE,
-                launch_id=launch_id,
+                WorkstreamNotInteractive(
+                    f"workstream '{launch_id}' is not interactive",
+                    context={"launch_id": launch_id},
+                )
             )
         return child
 
@@ -133,10 +137,10 @@ class WorkstreamSupervisor:
     @staticmethod
     def _finished(child: SupervisedChild) -> ApplicationError:
         return _refusal(
-            f"workstream '{child.launch_id}' is {child.state.value}",
-            WORKSTREAM_FINISHED,
-            launch_id=child.launch_id,
-            state=child.state.value,
+            WorkstreamFinished(
+                f"workstream '{child.launch_id}' is {child.state.value}",
+                context={"launch_id": child.launch_id, "state": child.state.value},
+            )
         )
 
     # -- operations -------------------------------------------------------------------
@@ -166,7 +170,9 @@ class WorkstreamSupervisor:
         await workflow.wait_condition(lambda: child.handle is not None or child.settled)
         if child.handle is None:
             error = child.outcome.error if child.outcome else None
-            raise _refusal(f"workstream '{launch_id}' did not start: {error}", START_FAILED)
+            raise _refusal(
+                WorkstreamStartFailed(f"workstream '{launch_id}' did not start: {error}")
+            )
         deadline_at = child.started_at + timedelta(seconds=request.deadline_seconds)
         return LaunchAck(
             launch_id=launch_id,
@@ -269,7 +275,8 @@ class WorkstreamSupervisor:
     async def _deliver(self, child: SupervisedChild, name: str, arg: Any) -> None:
         if not await child.signal(name, arg):
             raise _refusal(
-                f"workstream '{child.launch_id}' has ended",
-                WORKSTREAM_FINISHED,
-                launch_id=child.launch_id,
+                WorkstreamFinished(
+                    f"workstream '{child.launch_id}' has ended",
+                    context={"launch_id": child.launch_id},
+                )
             )

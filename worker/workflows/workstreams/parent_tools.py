@@ -18,6 +18,7 @@ import orjson
 from pydantic import BaseModel, ValidationError
 from temporalio.exceptions import ApplicationError
 
+from spindle.shared.contracts.errors import UnknownTool, to_application_error
 from spindle.shared.contracts.workstreams import (
     DEADLINE_DEFAULT_SECONDS,
     DEADLINE_MAX_SECONDS,
@@ -166,7 +167,7 @@ class WorkstreamToolbox:
         if call.name == TERMINATE_WORKSTREAM_TOOL:
             terminate = TerminateWorkstream.model_validate({"launch_id": args.get("launch_id")})
             return await supervisor.terminate(terminate)
-        raise ApplicationError(f"'{call.name}' is not a workstream tool", type="UnknownTool")
+        raise to_application_error(UnknownTool(f"'{call.name}' is not a workstream tool"))
 
     @staticmethod
     def _error(call: ToolCall, message: str, kind: str) -> ToolCallResult:
