@@ -1,14 +1,14 @@
 """The SSE stream of one run: backlog, then live messages, with no gap and no duplicate.
 
-Order of operations (docs/design.md §9): subscribe to the run's live channel through the
-process's shared ``SubscriptionHub`` FIRST, then read the backlog from the
-store, send it, then forward live events, dropping every seq the backlog
-already sent. Frames are written from the stored bytes (``id: <seq>`` then
-``data: <compact JSON>``), never re-encoded. The response ends right after the
-message that ends the conversation, and when the live feed breaks
-(``SubscriptionLost``) so that the client resumes with ``Last-Event-ID``.
-When the gateway process stops, ``StreamDrain`` ends every open stream at once
-with a ``retry:`` hint (``spindle.gateway.streams.drain``), for the same resume elsewhere.
+The no-gap/no-duplicate part (subscribe first, backlog, live, drop by seq, stop
+at the end) is ``spindle.gateway.streams.follower.StreamFollower``; this module
+is its SSE framing. Frames are written from the stored bytes (``id: <seq>``
+then ``data: <compact JSON>``), never re-encoded; ``: keep-alive`` comments
+fill idle time. The response ends right after the message that ends the
+conversation, and when the live feed breaks (``SubscriptionLost``) so that the
+client resumes with ``Last-Event-ID``. When the gateway process stops,
+``StreamDrain`` ends every open stream at once with a ``retry:`` hint
+(``spindle.gateway.streams.drain``), for the same resume elsewhere.
 
 The response is a plain ASGI app rather than a ``StreamingResponse`` so that
 headers are sent only once the subscription is confirmed (a client that sees
@@ -23,7 +23,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 from redis.exceptions import RedisError
 from starlette.responses import Response
@@ -32,10 +31,11 @@ from starlette.types import Message, Receive, Scope, Send
 from spindle.gateway.http.problems import spindle_problem
 from spindle.gateway.limits.tenant_limits import StreamLease
 from spindle.gateway.streams.drain import StreamDrain
-from spindle.shared.bus.hub import Subscription, SubscriptionHub, SubscriptionLost
-from spindle.shared.bus.message_bus import LiveEvent, MessageBus, StoredMessage, stored_ts
+from spindle.gateway.streams.follower import BACKLOG_CHUNK, StreamCursor, StreamFollower
+from spindle.gateway.streams.run_messages import BacklogReader, RunMessages
+from spindle.shared.bus.hub import SubscriptionHub, SubscriptionLost
+from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.errors import Unavailable
-from spindle.shared.contracts.messages import CompactMessage
 from spindle.shared.platform import metrics
 
 log = logging.getLogger(__name__)
@@ -46,12 +46,17 @@ SSE_HEADERS = {
     "X-Accel-Buffering": "no",  # nginx: do not buffer the stream
     "Connection": "keep-alive",
 }
-# Backlog frames are sent in chunks of this many messages.
-BACKLOG_CHUNK = 256
 # How long a cancelled stream task may take to stop before the response ends anyway.
 CANCEL_GRACE_SECONDS = 2.0
 
-BacklogReader = Callable[[int, int | None], Awaitable[list[StoredMessage]]]
+__all__ = [
+    "BACKLOG_CHUNK",
+    "BacklogReader",
+    "EventStreamResponse",
+    "RunEventStream",
+    "StreamCursor",
+    "frame",
+]
 
 
 def frame(seq: int, raw: bytes) -> bytes:
@@ -59,31 +64,18 @@ def frame(seq: int, raw: bytes) -> bytes:
     return b"id: %d\ndata: %s\n\n" % (seq, raw)
 
 
-@dataclass(frozen=True)
-class StreamCursor:
-    """Where a client resumes.
-
-    ``after_seq`` (from ``Last-Event-ID``) wins over ``since_ts`` (seed 002's
-    ``since`` in epoch ms); ``live_only`` (``skipHistory`` with neither) sends
-    only what is posted after the subscription.
-    """
-
-    after_seq: int | None = None
-    since_ts: int | None = None
-    live_only: bool = False
-
-
 class RunEventStream:
-    """Backlog + live events of one stream, as SSE frames.
+    """Backlog + live events of one run's stream, as SSE frames.
 
     Args:
         stream_id: the run's stream (its workflow id).
         read_backlog: ``(after_seq, since_ts) -> stored messages`` (Redis, then archive).
+        cursor: where the client resumes.
         keepalive_seconds: idle time after which a comment line is sent.
         retry_ms: the reconnection delay hinted to EventSource clients.
         lease: the stream's slot of its tenant's stream limit: refreshed at
             least once per keep-alive interval while the stream is open (at each
-            keep-alive, and after live frames when one is due, since a busy
+            keep-alive, and after frames when one is due, since a busy
             stream sends no keep-alives), released by ``close()``.
     """
 
@@ -100,20 +92,17 @@ class RunEventStream:
         lease: StreamLease | None = None,
     ) -> None:
         self.stream_id = stream_id
-        self._hub = hub
-        self._bus = bus
-        self._read_backlog = read_backlog
         self._cursor = cursor
+        self._follower = StreamFollower(
+            RunMessages(stream_id, bus=bus, read_backlog=read_backlog),
+            hub=hub,
+            cursor=cursor,
+            idle_seconds=keepalive_seconds,
+        )
         self._keepalive = keepalive_seconds
         self._retry_ms = retry_ms
         self._lease = lease
         self._lease_refreshed_at = time.monotonic()
-        self._stack = contextlib.AsyncExitStack()
-        self._sub: Subscription | None = None
-        self._backlog: list[StoredMessage] = []
-        self.last_sent = 0
-        self.ended = False
-        self._since: int | None = None
 
     async def open(self) -> None:
         """Subscribe, then read the backlog; after this nothing can be missed.
@@ -122,36 +111,21 @@ class RunEventStream:
             SubscriptionLost: no confirmed subscription.
             RedisError: the store cannot be read.
         """
-        self._sub = await self._stack.enter_async_context(self._hub.subscribe(self.stream_id))
         try:
-            cursor = self._cursor
-            if cursor.after_seq is not None:
-                self.last_sent = cursor.after_seq
-                self._backlog = await self._read_backlog(cursor.after_seq, None)
-            elif cursor.since_ts is not None:
-                # Everything up to this seq is either in the backlog read next
-                # (ts > since) or older than the cursor; later seqs come live and
-                # are still filtered by ts (see _wanted).
-                self.last_sent = await self._bus.last_seq(self.stream_id)
-                self._since = cursor.since_ts
-                self._backlog = await self._read_backlog(0, cursor.since_ts)
-                if self._backlog:
-                    self.last_sent = min(self.last_sent, self._backlog[0].seq - 1)
-            elif cursor.live_only:
-                self.last_sent = await self._bus.last_seq(self.stream_id)
-            else:
-                self._backlog = await self._read_backlog(0, None)
-            end = await self._bus.end_seq(self.stream_id)
-            if end is None and self._backlog and _ends_conversation(self._backlog[-1].raw):
-                end = self._backlog[-1].seq  # from the archive: Redis forgot the stream
-            last_backlog = self._backlog[-1].seq if self._backlog else self.last_sent
-            if end is not None and last_backlog >= end:
-                # Nothing is posted after the end: send up to it and finish.
-                self._backlog = [m for m in self._backlog if m.seq <= end]
-                self.ended = True
+            await self._follower.open()
         except BaseException:
             await self.close()
             raise
+
+    @property
+    def last_sent(self) -> int:
+        """The seq of the last message written (or passed over as older than ``since``)."""
+        return self._follower.last_seq
+
+    @property
+    def ended(self) -> bool:
+        """The message that ends the conversation was reached."""
+        return self._follower.ended
 
     @property
     def resumed(self) -> bool:
@@ -161,12 +135,12 @@ class RunEventStream:
     @property
     def nothing_to_send(self) -> bool:
         """The conversation ended before this cursor: the stream would be empty."""
-        return self.ended and not self._backlog
+        return self._follower.ended and not self._follower.backlog_pending
 
     async def close(self) -> None:
         """Leave the live channel and give the stream's slot back (idempotent)."""
         try:
-            await self._stack.aclose()
+            await self._follower.close()
         finally:
             if self._lease is not None:
                 await self._lease.release()
@@ -183,81 +157,20 @@ class RunEventStream:
     async def pump(self, write: Callable[[bytes], Awaitable[None]]) -> None:
         """Write the backlog, then live frames, until the conversation ends or
         the live feed breaks."""
-        assert self._sub is not None, "open() first"
         head = b"retry: %d\n\n" % self._retry_ms
-        backlog, self._backlog = self._backlog, []
-        for start in range(0, len(backlog), BACKLOG_CHUNK):
-            chunk = backlog[start : start + BACKLOG_CHUNK]
-            await write(head + b"".join(frame(m.seq, m.raw) for m in chunk))
-            metrics.messages_delivered(len(chunk))
-            head = b""
-            self.last_sent = chunk[-1].seq
-        if head:
+        if not self._follower.backlog_pending:
             await write(head)
-        if self.ended:
-            return
-        while True:
-            try:
-                # Not asyncio.wait_for: on 3.11 it can swallow a cancellation that
-                # lands as the inner get() completes, and the stream never stops.
-                async with asyncio.timeout(self._keepalive):
-                    first = await self._sub.get()
-            except TimeoutError:
-                await write(KEEPALIVE)
-                await self._refresh_lease(only_if_due=False)
-                continue
-            except SubscriptionLost as exc:
-                log.info("stream %s: live feed lost (%s); client will resume", self.stream_id, exc)
-                return
-            events = [first]
-            with contextlib.suppress(SubscriptionLost):
-                while (more := self._sub.get_nowait()) is not None:
-                    events.append(more)
-            out = await self._frames(events)
-            if out:
-                await write(b"".join(out))
-                metrics.messages_delivered(len(out))
-            if self.ended:
-                return
-            await self._refresh_lease(only_if_due=True)
-
-    async def _frames(self, events: list[LiveEvent]) -> list[bytes]:
-        out: list[bytes] = []
-        for event in events:
-            if event.seq <= self.last_sent:
-                continue  # the backlog (or a gap fill) already sent it
-            if event.seq > self.last_sent + 1:
-                # Never expected (subscribe-first leaves no gap), but if it
-                # happens read what is missing rather than skip it.
-                for m in await self._read_backlog(self.last_sent, None):
-                    if m.seq > event.seq:
-                        break
-                    if self._wanted(m.raw):
-                        out.append(frame(m.seq, m.raw))
-                    self.last_sent = m.seq
-                if self.last_sent >= event.seq:
-                    self.ended = self.ended or event.ends
-                    if self.ended:
-                        break
+            head = b""
+        async with contextlib.aclosing(self._follower.batches()) as batches:
+            async for batch in batches:
+                if not batch:
+                    await write(KEEPALIVE)
+                    await self._refresh_lease(only_if_due=False)
                     continue
-            if self._wanted(event.raw):
-                out.append(frame(event.seq, event.raw))
-            self.last_sent = event.seq
-            if event.ends:
-                self.ended = True
-                break
-        return out
-
-    def _wanted(self, raw: bytes) -> bool:
-        """With a ``since`` cursor only messages newer than it are sent."""
-        return self._since is None or stored_ts(raw) > self._since
-
-
-def _ends_conversation(raw: bytes) -> bool:
-    try:
-        return CompactMessage.model_validate_json(raw).ends_conversation
-    except ValueError:
-        return False
+                await write(head + b"".join([frame(m.seq, m.raw) for m in batch]))
+                head = b""
+                metrics.messages_delivered(len(batch))
+                await self._refresh_lease(only_if_due=True)
 
 
 class EventStreamResponse(Response):

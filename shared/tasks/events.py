@@ -6,7 +6,8 @@ event here right after the task document was written. The gateway's SSE
 response of a streaming ``tasks.execute`` subscribes to the tree's live
 channel through the process's shared ``SubscriptionHub``, then reads the stored
 events from the first, so it neither misses an event published before it
-started reading nor sends one twice; push notifications are queued at the same time
+started reading nor sends one twice (``spindle.gateway.streams.follower``, as
+for a run's messages); push notifications are queued at the same time
 (``spindle.shared.tasks.push``).
 
 Keys (per root task; one hash tag keeps them on one Redis Cluster slot)::
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import orjson
 from pydantic import BaseModel
 
-from spindle.shared.bus.message_bus import live_channel, stream_key
+from spindle.shared.bus.message_bus import StoredMessage, live_channel, stream_key
 from spindle.shared.platform.redis_connect import publish_command
 
 if TYPE_CHECKING:
@@ -41,7 +42,9 @@ EVENT_OF_STATUS: dict[str, TaskEventType] = {
     "failed": "task_failed",
     "cancelled": "task_cancelled",
 }
+TERMINAL_EVENTS = frozenset(EVENT_OF_STATUS.values())
 LOG_MAXLEN = 10_000
+READ_PAGE = 500
 LOG_TTL_SECONDS = 7 * 24 * 3600
 
 
@@ -66,11 +69,7 @@ class TaskEvent(BaseModel):
     @property
     def ends_tree(self) -> bool:
         """True for the root task's terminal event: nothing follows it."""
-        return self.data.task_id == self.data.root_task_id and self.event in (
-            "task_completed",
-            "task_failed",
-            "task_cancelled",
-        )
+        return self.data.task_id == self.data.root_task_id and self.event in TERMINAL_EVENTS
 
     def sse(self, event_id: str | None = None) -> bytes:
         """The event as an SSE frame (named event, JSON data)."""
@@ -173,13 +172,45 @@ class TaskEventLog:
     async def since(
         self, root_task_id: str, after_seq: int = 0, *, count: int = 500
     ) -> list[tuple[int, TaskEvent]]:
-        """Stored events with a sequence number above ``after_seq``, oldest first."""
-        reply: Any = await self.redis.xrange(
-            log_key(root_task_id), min=f"{after_seq + 1}-0", max="+", count=count
-        )
-        out: list[tuple[int, TaskEvent]] = []
-        for entry_id, fields in reply:
-            ident = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
-            raw = fields.get(b"e") or fields.get("e")
-            out.append((int(ident.split("-", 1)[0]), TaskEvent.model_validate_json(raw)))
+        """Stored events with a sequence number above ``after_seq``, oldest first (one page)."""
+        page = await self.stored(root_task_id, after_seq, count=count)
+        return [(item.seq, TaskEvent.model_validate_json(item.raw)) for item in page]
+
+    async def stored(
+        self, root_task_id: str, after_seq: int = 0, *, count: int | None = None
+    ) -> list[StoredMessage]:
+        """Stored events above ``after_seq`` as their seq and stored JSON, oldest first.
+
+        Args:
+            count: at most this many; None reads them all (in pages of ``READ_PAGE``).
+
+        The ``ts`` of each is 0: task events carry no timestamp of their own.
+        """
+        out: list[StoredMessage] = []
+        while count is None or len(out) < count:
+            page = READ_PAGE if count is None else min(READ_PAGE, count - len(out))
+            reply: Any = await self.redis.xrange(
+                log_key(root_task_id), min=f"{after_seq + 1}-0", max="+", count=page
+            )
+            for entry_id, fields in reply:
+                ident = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+                raw = fields.get(b"e") or fields.get("e")
+                after_seq = int(ident.split("-", 1)[0])
+                out.append(
+                    StoredMessage(after_seq, 0, raw if isinstance(raw, bytes) else raw.encode())
+                )
+            if len(reply) < page:
+                break
         return out
+
+    async def last_seq(self, root_task_id: str) -> int:
+        """The tree's last sequence number, 0 before its first event."""
+        value = await self.redis.get(seq_key(root_task_id))
+        return int(value) if value is not None else 0
+
+
+def stored_event_ends_tree(raw: bytes) -> bool:
+    """``TaskEvent.ends_tree`` of a stored event, read without validating it."""
+    event = orjson.loads(raw)
+    data = event.get("data") or {}
+    return event.get("event") in TERMINAL_EVENTS and data.get("task_id") == data.get("root_task_id")

@@ -1,8 +1,9 @@
 """Phase 2 of seed 002's two-phase streaming: the run's messages over SSE.
 
-See ``spindle.gateway.streams.sse`` for the no-gap/no-duplicate protocol. The token
-of browser clients arrives in ``access_token`` (EventSource cannot send
-headers): best a short-lived stream token from ``POST …/stream-token``, scoped
+See ``spindle.gateway.streams.follower`` for the no-gap/no-duplicate protocol
+(docs/streaming/gap-free.md) and ``spindle.gateway.streams.sse`` for the
+framing. The token of browser clients arrives in ``access_token`` (EventSource
+cannot send headers): best a short-lived stream token from ``POST …/stream-token``, scoped
 to the one run; it is masked in the access log. Each open stream holds one of
 its tenant's ``max_streams_per_tenant`` slots until it ends.
 """
@@ -27,9 +28,9 @@ from spindle.gateway.api.deps import (
 )
 from spindle.gateway.api.models import SSE_EVENT_SCHEMA
 from spindle.gateway.auth.authenticator import Authenticator
-from spindle.gateway.streams.history import stored_messages
-from spindle.gateway.streams.sse import EventStreamResponse, RunEventStream, StreamCursor
-from spindle.shared.bus.message_bus import StoredMessage
+from spindle.gateway.streams.follower import StreamCursor
+from spindle.gateway.streams.run_messages import store_reader
+from spindle.gateway.streams.sse import EventStreamResponse, RunEventStream
 from spindle.shared.contracts.errors import Forbidden, InvalidRequest
 
 router = APIRouter(tags=["messages"])
@@ -111,18 +112,13 @@ async def stream_messages(
         after_seq = _event_id(last_event_id_query, "lastEventId")
     archive_or_none = archive if settings.archive_enabled else None
 
-    async def read_backlog(after: int, since_ts: int | None) -> list[StoredMessage]:
-        return await stored_messages(
-            workflow_id, bus=bus, archive=archive_or_none, after_seq=after, since_ts=since_ts
-        )
-
     cursor = StreamCursor(after_seq=after_seq, since_ts=since, live_only=skip_history)
     lease = await limits.open_stream(identity.tenant_id)
     stream = RunEventStream(
         workflow_id,
         hub=hub,
         bus=bus,
-        read_backlog=read_backlog,
+        read_backlog=store_reader(workflow_id, bus, archive_or_none),
         cursor=cursor,
         keepalive_seconds=settings.sse_keepalive_seconds,
         lease=lease,

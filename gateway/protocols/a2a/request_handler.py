@@ -120,8 +120,7 @@ class SpindleRequestHandler(RequestHandler):
             raise InternalError(message=exc.detail) from exc
         if description is None or not is_open(description):
             raise TaskNotCancelableError(message=f"task '{params.id}' has already finished")
-        async with follower_of(call, params.id) as follower:
-            follower.last_seq = await follower.current_seq()
+        async with follower_of(call, params.id, from_now=True) as follower:
             try:
                 await temporal.get_workflow_handle(params.id).cancel(rpc_timeout=RPC_TIMEOUT)
             except RPCError as exc:
@@ -171,8 +170,7 @@ class SpindleRequestHandler(RequestHandler):
     ) -> AsyncGenerator[Event, None]:
         call = call_of(context)
         owner = await authorize(call, params.id, RunAction.READ)
-        async with follower_of(call, params.id) as follower:
-            follower.last_seq = await follower.current_seq()
+        async with follower_of(call, params.id, from_now=True) as follower:
             task = task_from_run(await describe(call, params.id), owner.user_id)
             if task.status.state in TERMINAL_STATES:
                 raise UnsupportedOperationError(

@@ -122,8 +122,7 @@ async def _answer(call: SpindleCall, message: Message) -> AsyncGenerator[Event, 
     """A follow-up message: the answer to the run's pending prompt, then its events."""
     task_id = message.task_id
     owner = await authorize(call, task_id, RunAction.CONTROL)
-    async with follower_of(call, task_id) as follower:
-        follower.last_seq = await follower.current_seq()
+    async with follower_of(call, task_id, from_now=True) as follower:
         try:
             await call.state.limits.check_signal(call.identity.tenant_id)
             await deliver_signal(

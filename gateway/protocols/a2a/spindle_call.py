@@ -47,10 +47,13 @@ def call_of(context: ServerCallContext) -> SpindleCall:
     return call
 
 
-def follower_of(call: SpindleCall, workflow_id: str) -> RunFollower:
+def follower_of(call: SpindleCall, workflow_id: str, *, from_now: bool = False) -> RunFollower:
+    """A follower of the run's messages: from the first, or (``from_now``) from entering on."""
     state = call.state
     archive = state.archive if state.settings.archive_enabled else None
-    return RunFollower(workflow_id, hub=state.hub, bus=state.bus, archive=archive)
+    return RunFollower(
+        workflow_id, hub=state.hub, bus=state.bus, archive=archive, from_now=from_now
+    )
 
 
 async def authorize(call: SpindleCall, task_id: str, action: RunAction) -> RunOwner:

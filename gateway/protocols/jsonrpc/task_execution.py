@@ -11,10 +11,11 @@ worker then mirrors every node onto its task (``spindle.worker.activities.task_s
 
 Streaming (``use_streaming`` in params, or ``metadata.stream`` beside or in
 params) answers with ``text/event-stream``: the tree's events from its first
-one (``spindle.shared.tasks.events``), ending with the root's ``task_completed`` /
-``task_failed`` / ``task_cancelled``. ``configuration.push_notification_config``
-(beside or in params) makes every update of the tree POSTed to its URL by the
-workers' push delivery loop (``spindle.shared.tasks.push``).
+one, ending with the root's ``task_completed`` / ``task_failed`` /
+``task_cancelled`` (``spindle.gateway.protocols.jsonrpc.task_event_stream``).
+``configuration.push_notification_config`` (beside or in params) makes every
+update of the tree POSTed to its URL by the workers' push delivery loop
+(``spindle.shared.tasks.push``).
 
 ``tasks.cancel`` of any task of an executing tree cancels the whole run (its
 workflow is cancelled; every active task of the tree becomes ``cancelled`` at
@@ -23,13 +24,10 @@ once, the root last); a task that never ran is cancelled alone.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
-from redis.exceptions import RedisError
 from starlette.responses import StreamingResponse
 from temporalio.service import RPCError
 
@@ -42,20 +40,19 @@ from spindle.gateway.protocols.jsonrpc.registry import (
     task_store,
     tasks_method,
 )
+from spindle.gateway.protocols.jsonrpc.task_event_stream import task_event_frames
 from spindle.gateway.protocols.jsonrpc.task_params import invalid, require_uuid
 from spindle.gateway.protocols.jsonrpc.task_rules import require_control
 from spindle.gateway.runs.starter import start_run
 from spindle.gateway.runs.temporal import new_workflow_id
-from spindle.shared.bus.hub import SubscriptionHub, SubscriptionLost
 from spindle.shared.contracts.errors import Conflict, NotFound
 from spindle.shared.contracts.tasks import TERMINAL_STATUSES, Task, is_uuid
 from spindle.shared.graphs.task_tree import TASK_RUN_META, TaskRunMeta, build_task_graph, node_id_of
-from spindle.shared.tasks.events import TaskEventLog, events_stream_id, status_event
+from spindle.shared.tasks.events import TaskEventLog, status_event
 from spindle.shared.tasks.push import PushOutbox, push_config_of
 from spindle.shared.tasks.store import TaskStore
 from spindle.shared.tasks.tracking import TaskTracker
 
-KEEPALIVE = b": keep-alive\n\n"
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
@@ -171,7 +168,7 @@ async def execute(params: dict[str, Any], ctx: RpcContext) -> Any:
     if streaming:
         return StreamingResult(
             StreamingResponse(
-                _event_frames(
+                task_event_frames(
                     ctx.state.hub,
                     TaskEventLog(ctx.state.bus.redis),
                     root_id,
@@ -229,37 +226,6 @@ async def _release(store: TaskStore, tenant: str, task_ids: list[str], workflow_
             "$currentDate": {"updated_at": True},
         },
     )
-
-
-async def _event_frames(
-    hub: SubscriptionHub, log: TaskEventLog, root_id: str, keepalive: float
-) -> AsyncIterator[bytes]:
-    """The tree's events as SSE frames, from its first, until the root's end.
-
-    Subscribe first, then read the stored events, then follow the live channel
-    (a live event only says "read on from the log", so a gap cannot appear).
-    """
-    last = 0
-    try:
-        async with hub.subscribe(events_stream_id(root_id)) as sub:
-            while True:
-                for seq, event in await log.since(root_id, last):
-                    last = seq
-                    yield event.sse(str(seq))
-                    if event.ends_tree:
-                        return
-                while True:
-                    try:
-                        async with asyncio.timeout(keepalive):
-                            live = await sub.get()
-                    except TimeoutError:
-                        yield KEEPALIVE
-                        continue
-                    if live.seq > last:
-                        break
-    except (SubscriptionLost, RedisError):
-        # The client reads the tree's state with tasks.get; SSE cannot report an error now.
-        return
 
 
 @tasks_method("tasks.cancel")

@@ -1,0 +1,302 @@
+"""Following one stream with no gap and no duplicate: the one place the invariant lives.
+
+Order of operations (docs/streaming/gap-free.md; DESIGN §3 and §9):
+
+1. subscribe to the stream's live channel through the process's shared
+   ``SubscriptionHub`` and wait until Redis confirmed it;
+2. read the backlog after the cursor (``FollowSource.read``);
+3. hand out the backlog, then live events, dropping every live event whose
+   sequence number the backlog (or an earlier live event) already delivered.
+
+Anything posted before step 1 is in the backlog; anything posted after it
+arrives live; what is in both is dropped by seq. A live event that skips a seq
+(never expected) makes the follower read the missing ones from the store
+rather than jump over them. The follower stops after the message that ends the
+stream, when the consumer stops iterating, or when the live feed breaks (a
+subscriber whose bounded queue overflowed, a lost Redis connection): then it
+either ends (the SSE client resumes with ``Last-Event-ID``) or, with
+``resubscribe``, subscribes again and reads what it missed from the store.
+
+The follower never parses a message: it hands out the stored bytes with their
+seq (``StoredMessage`` from the backlog, ``LiveEvent`` from the live feed, both
+``Sequenced``), so the SSE route writes them as they are. What a stream's
+messages look like (how to read its backlog, how to see its end, how to
+compare a timestamp) is its ``FollowSource``: the run's message list
+(``spindle.gateway.streams.run_messages``) or a task tree's event stream
+(``spindle.gateway.protocols.jsonrpc.task_event_stream``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Protocol
+
+from spindle.shared.bus.hub import Subscription, SubscriptionHub, SubscriptionLost
+from spindle.shared.bus.message_bus import LiveEvent, StoredMessage
+
+log = logging.getLogger(__name__)
+
+# The backlog is handed out in batches of this many messages.
+BACKLOG_CHUNK = 256
+
+
+class Sequenced(Protocol):
+    """A message as the follower hands it out: its seq in the stream and its stored bytes."""
+
+    @property
+    def seq(self) -> int: ...
+
+    @property
+    def raw(self) -> bytes: ...
+
+
+class FollowSource(Protocol):
+    """What a follower needs to know about one kind of stream.
+
+    ``stream_id`` names the hub channel (``live_channel(stream_id)``) whose
+    payloads are ``<seq> <ends> <stored bytes>`` (the bus's live format).
+    """
+
+    @property
+    def stream_id(self) -> str: ...
+
+    async def read(self, after_seq: int, since_ts: int | None) -> list[StoredMessage]:
+        """Every stored message with ``seq > after_seq`` (and ``ts > since_ts``), in seq order."""
+        ...
+
+    async def last_seq(self) -> int:
+        """The last seq assigned on the stream (0 before the first message)."""
+        ...
+
+    async def end_seq(self, read: Sequence[StoredMessage]) -> int | None:
+        """The seq of the message that ended the stream, None while it goes on.
+
+        Args:
+            read: what ``read`` just returned, for a source that finds the end there.
+        """
+        ...
+
+    def newer_than(self, raw: bytes, since_ts: int) -> bool:
+        """True when a stored message's timestamp is above ``since_ts``."""
+        ...
+
+
+@dataclass(frozen=True)
+class StreamCursor:
+    """Where a follower starts.
+
+    ``after_seq`` (from ``Last-Event-ID``) wins over ``since_ts`` (seed 002's
+    ``since`` in epoch ms: only messages with a newer ``ts``, live ones
+    included); ``live_only`` (with neither) gives only what is posted after the
+    subscription. With none of them the follower starts at the first message.
+    """
+
+    after_seq: int | None = None
+    since_ts: int | None = None
+    live_only: bool = False
+
+
+class StreamFollower:
+    """One stream's messages after a cursor: the backlog, then live, each seq once.
+
+    Use ``open()`` / ``close()`` or ``async with``; then iterate ``batches()``
+    (or ``messages()``) once.
+
+    Args:
+        source: the kind of stream and which one.
+        hub: the process's shared subscription hub.
+        cursor: where to start.
+        idle_seconds: after this long without a message ``batches()`` yields an
+            empty batch (the SSE keep-alive); None waits silently.
+        resubscribe: when the live feed breaks, subscribe again and read what
+            was missed from the store (else the iteration ends there).
+    """
+
+    def __init__(
+        self,
+        source: FollowSource,
+        *,
+        hub: SubscriptionHub,
+        cursor: StreamCursor | None = None,
+        idle_seconds: float | None = None,
+        resubscribe: bool = False,
+    ) -> None:
+        self.source = source
+        self._hub = hub
+        self._cursor = cursor or StreamCursor()
+        self._idle = idle_seconds
+        self._resubscribe = resubscribe
+        self._stack = contextlib.AsyncExitStack()
+        self._sub: Subscription | None = None
+        self._backlog: list[StoredMessage] = []
+        self._since = self._cursor.since_ts if self._cursor.after_seq is None else None
+        self.last_seq = 0
+        """The highest seq handed out (or passed over as older than ``since``)."""
+        self.ended = False
+        """The message that ends the stream was reached: nothing follows it."""
+
+    @property
+    def stream_id(self) -> str:
+        return self.source.stream_id
+
+    @property
+    def backlog_pending(self) -> bool:
+        """Stored messages read at ``open()`` are waiting to be handed out."""
+        return bool(self._backlog)
+
+    async def open(self) -> None:
+        """Subscribe, then read the backlog; from here on nothing can be missed.
+
+        Raises:
+            SubscriptionLost: no confirmed subscription.
+            RedisError: the store cannot be read.
+        """
+        self._sub = await self._stack.enter_async_context(self._hub.subscribe(self.stream_id))
+        try:
+            backlog = await self._start_backlog()
+            end = await self.source.end_seq(backlog)
+            last_read = backlog[-1].seq if backlog else self.last_seq
+            if end is not None and last_read >= end:
+                # Nothing is posted after the end: hand out up to it and stop.
+                backlog = [m for m in backlog if m.seq <= end]
+                self.ended = True
+            self._backlog = backlog
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _start_backlog(self) -> list[StoredMessage]:
+        cursor = self._cursor
+        if cursor.after_seq is not None:
+            self.last_seq = cursor.after_seq
+            return await self.source.read(cursor.after_seq, None)
+        if cursor.since_ts is not None:
+            # Every seq up to the current one is either in the backlog read
+            # next (ts > since) or older than the cursor; later ones come live
+            # and are still compared with ``since``.
+            self.last_seq = await self.source.last_seq()
+            backlog = await self.source.read(0, cursor.since_ts)
+            if backlog:
+                self.last_seq = min(self.last_seq, backlog[0].seq - 1)
+            return backlog
+        if cursor.live_only:
+            self.last_seq = await self.source.last_seq()
+            return []
+        return await self.source.read(0, None)
+
+    async def close(self) -> None:
+        """Leave the live channel (idempotent)."""
+        await self._stack.aclose()
+
+    async def __aenter__(self) -> StreamFollower:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def messages(self) -> AsyncGenerator[Sequenced, None]:
+        """``batches()`` one message at a time (no keep-alive gaps)."""
+        async with contextlib.aclosing(self.batches()) as batches:
+            async for batch in batches:
+                for message in batch:
+                    yield message
+
+    async def batches(self) -> AsyncGenerator[list[Sequenced], None]:
+        """The backlog in chunks, then each burst of live messages as it arrives.
+
+        Ends after the message that ends the stream, or when the live feed
+        breaks (without ``resubscribe``). An empty batch means ``idle_seconds``
+        passed with nothing to hand out.
+        """
+        assert self._sub is not None, "open() first"
+        backlog, self._backlog = self._backlog, []
+        for start in range(0, len(backlog), BACKLOG_CHUNK):
+            chunk: list[Sequenced] = list(backlog[start : start + BACKLOG_CHUNK])
+            self.last_seq = chunk[-1].seq
+            yield chunk
+        while not self.ended:
+            try:
+                events = await self._next_burst()
+            except TimeoutError:
+                yield []
+                continue
+            except SubscriptionLost as exc:
+                log.info("follow of %s: live feed lost (%s)", self.stream_id, exc)
+                if not self._resubscribe:
+                    return
+                batch = await self._rejoin()
+            else:
+                batch = await self._new_among(events)
+            if batch:
+                yield batch
+
+    async def _next_burst(self) -> list[LiveEvent]:
+        """The next live event and whatever queued behind it (one write for all)."""
+        assert self._sub is not None
+        # Not asyncio.wait_for: on 3.11 it can swallow a cancellation that
+        # lands as the inner get() completes, and the follower never stops.
+        async with asyncio.timeout(self._idle):
+            first = await self._sub.get()
+        events = [first]
+        with contextlib.suppress(SubscriptionLost):  # the next get() reports it
+            while (more := self._sub.get_nowait()) is not None:
+                events.append(more)
+        return events
+
+    async def _new_among(self, events: list[LiveEvent]) -> list[Sequenced]:
+        out: list[Sequenced] = []
+        since = self._since
+        for event in events:
+            if event.seq <= self.last_seq:
+                continue  # the backlog (or a gap fill) already handed it out
+            if event.seq > self.last_seq + 1:
+                # Never expected (subscribe-first leaves no gap), but if it
+                # happens read what is missing rather than skip it.
+                out.extend(await self._catch_up())
+                if self.ended:
+                    break
+                if event.seq <= self.last_seq:
+                    continue
+            self.last_seq = event.seq
+            if since is None or self.source.newer_than(event.raw, since):
+                out.append(event)
+            if event.ends:
+                self.ended = True
+                break
+        return out
+
+    async def _rejoin(self) -> list[Sequenced]:
+        """Subscribe again, then read from the store what the broken feed missed."""
+        await self._stack.aclose()
+        self._stack = contextlib.AsyncExitStack()
+        self._sub = await self._stack.enter_async_context(self._hub.subscribe(self.stream_id))
+        return await self._catch_up()
+
+    async def _catch_up(self) -> list[Sequenced]:
+        """Stored messages after ``last_seq``, up to the end if the stream has one."""
+        stored = await self.source.read(self.last_seq, None)
+        end = await self.source.end_seq(stored)
+        since = self._since
+        out: list[Sequenced] = []
+        for message in stored:
+            if message.seq <= self.last_seq:
+                continue
+            if end is not None and message.seq > end:
+                break
+            self.last_seq = message.seq
+            if since is None or self.source.newer_than(message.raw, since):
+                out.append(message)
+        if end is not None and self.last_seq >= end:
+            self.ended = True
+        return out
