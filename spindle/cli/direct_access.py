@@ -21,6 +21,11 @@ TEMPORAL_DIRECT = (
 MONGO_DIRECT = (
     "Talks to MongoDB directly (SPINDLE_MONGO_URL, SPINDLE_MONGO_DB), not through the gateway."
 )
+# Payloads above SPINDLE_PAYLOAD_OFFLOAD_BYTES live in MongoDB, not in the history.
+OFFLOADED_PAYLOADS = (
+    "Large payloads the worker offloaded are read from MongoDB (SPINDLE_MONGO_URL, "
+    "SPINDLE_MONGO_DB)."
+)
 SERVERS_DIRECT = (
     "Talks to Temporal, Redis and MongoDB directly "
     "(SPINDLE_TEMPORAL_ADDRESS, SPINDLE_REDIS_URL, SPINDLE_MONGO_URL)."

@@ -21,7 +21,7 @@ import argparse
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from spindle.cli.direct_access import TEMPORAL_DIRECT, described
+from spindle.cli.direct_access import OFFLOADED_PAYLOADS, TEMPORAL_DIRECT, described
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -42,6 +42,7 @@ def add_runs_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
             "Replay the run's Temporal history against the workflow code installed here; "
             "exit 1 with the non-determinism error if it no longer replays.",
             TEMPORAL_DIRECT,
+            OFFLOADED_PAYLOADS,
         ),
     )
     replay.add_argument("workflow_id", metavar="WORKFLOW_ID")
