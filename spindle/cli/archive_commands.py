@@ -15,17 +15,28 @@ import argparse
 import asyncio
 from typing import TYPE_CHECKING
 
+from spindle.cli.direct_access import MONGO_DIRECT, described
+
 if TYPE_CHECKING:
     from spindle.cli.archive_retention import PruneCounts
 
 
 def add_archive_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = commands.add_parser("archive", help="maintain the MongoDB archive")
+    parser = commands.add_parser(
+        "archive",
+        help="maintain the MongoDB archive",
+        description=described("Maintain the archive.", MONGO_DIRECT),
+    )
     actions = parser.add_subparsers(title="actions", metavar="ACTION", required=True)
 
     prune = actions.add_parser(
         "prune",
         help="delete runs older than N days with their messages, node reports and trace",
+        description=described(
+            "Delete runs created more than N days ago with their messages, node reports "
+            "and NodeMessage trace, and print how many of each.",
+            MONGO_DIRECT,
+        ),
     )
     prune.add_argument(
         "--older-than-days",

@@ -11,17 +11,27 @@ import asyncio
 import sys
 from typing import TYPE_CHECKING, Any
 
+from spindle.cli.direct_access import MONGO_DIRECT, described
+
 if TYPE_CHECKING:
     from spindle.shared.store.api_keys import ApiKeyInfo, ApiKeyStore, CreatedApiKey
 
 
 def add_keys_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = commands.add_parser("keys", help="create, list and revoke API keys")
+    parser = commands.add_parser(
+        "keys",
+        help="create, list and revoke API keys (in MongoDB)",
+        description=described("Create, list and revoke API keys.", MONGO_DIRECT),
+    )
     actions = parser.add_subparsers(title="actions", metavar="ACTION", required=True)
 
     create = actions.add_parser(
         "create",
         help="mint an API key for a user of a tenant (printed once, stored hashed)",
+        description=described(
+            "Mint an API key for a user of a tenant; it is printed once and stored hashed.",
+            MONGO_DIRECT,
+        ),
     )
     create.add_argument("--tenant", required=True, help="the tenant the key acts for")
     create.add_argument("--user", required=True, help="the user the key acts as")
@@ -31,11 +41,19 @@ def add_keys_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
     create.add_argument("--name", default=None, help="a note to recognise the key by")
     create.set_defaults(handler=_cmd_create)
 
-    listing = actions.add_parser("list", help="list keys (ids, never secrets)")
+    listing = actions.add_parser(
+        "list",
+        help="list keys (ids, never secrets)",
+        description=described("List API keys: ids, never secrets.", MONGO_DIRECT),
+    )
     listing.add_argument("--tenant", default=None, help="only this tenant's keys")
     listing.set_defaults(handler=_cmd_list)
 
-    revoke = actions.add_parser("revoke", help="revoke a key by its id")
+    revoke = actions.add_parser(
+        "revoke",
+        help="revoke a key by its id",
+        description=described("Revoke an API key by its id.", MONGO_DIRECT),
+    )
     revoke.add_argument("key_id", help="the key id (the 16 hex digits after spk_)")
     revoke.set_defaults(handler=_cmd_revoke)
 

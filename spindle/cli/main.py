@@ -8,9 +8,15 @@
     spindle graphs register FILE...   validate and store graph definitions
     spindle graphs list               the registered graphs
     spindle runs replay WORKFLOW_ID   replay a run's Temporal history with this code
-    spindle runs timeline WORKFLOW_ID a run's node executions, from the archive
+    spindle runs timeline WORKFLOW_ID a run's node executions, from its bundle
     spindle runs list|describe|cancel runs as the gateway's clients see them
     spindle chat GRAPH --input JSON   start a run and hold its conversation
+    spindle keys create|list|revoke   API keys
+    spindle archive prune             delete old runs from the archive
+
+Commands that read or act on runs go through the gateway with the client SDK;
+the others say in their ``--help`` which server they talk to directly
+(``spindle.cli.direct_access``).
 
 Each command lives in a ``_cmd_*`` function and is added by an ``_add_*``
 function, so a new command (``replay``, ``timeline``, ``keys``) is one more
@@ -26,6 +32,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from spindle.cli.direct_access import MONGO_DIRECT, SERVERS_DIRECT, described
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -62,6 +70,7 @@ def _add_dev(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             "Start a Temporal dev server, Redis (REDIS_URL or an embedded server), "
             "MongoDB (MONGO_URL or an embedded wire-protocol server), the worker and "
             "the gateway; register the example graphs; stop everything on Ctrl-C. "
+            "Starts its own servers: needs no SPINDLE_* connection settings. "
             "Each flag also reads the environment variable named in its help; "
             "the flag wins."
         ),
@@ -102,7 +111,10 @@ def _add_worker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     parser = commands.add_parser(
         "worker",
         help="run the Temporal worker against configured servers",
-        description="Run the worker in this process, configured by SPINDLE_* variables.",
+        description=described(
+            "Run the worker in this process, configured by SPINDLE_* variables.",
+            SERVERS_DIRECT,
+        ),
     )
     parser.add_argument(
         "--task-queue",
@@ -129,7 +141,10 @@ def _add_gateway(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser = commands.add_parser(
         "gateway",
         help="run the HTTP gateway against configured servers",
-        description="Run the gateway in this process, configured by SPINDLE_* variables.",
+        description=described(
+            "Run the gateway in this process, configured by SPINDLE_* variables.",
+            SERVERS_DIRECT,
+        ),
     )
     parser.set_defaults(handler=_cmd_gateway)
 
@@ -145,15 +160,22 @@ def _cmd_gateway(args: argparse.Namespace) -> int:
 
 
 def _add_graphs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = commands.add_parser("graphs", help="register and list graph definitions")
+    parser = commands.add_parser(
+        "graphs",
+        help="register and list graph definitions (in MongoDB)",
+        description=described("Register and list graph definitions.", MONGO_DIRECT),
+    )
     actions = parser.add_subparsers(title="actions", metavar="ACTION", required=True)
 
     register = actions.add_parser(
         "register",
         help="validate YAML/JSON graph files and store them in the archive",
-        description=(
+        description=described(
             "Validate every file against the node types and tools the workers offer, "
-            "then store them all; if one is invalid, none is stored."
+            "then store them all; if one is invalid, none is stored. It stores them for "
+            "any --tenant, which the gateway's PUT /graphs/{name} (the caller's own "
+            "tenant) cannot.",
+            MONGO_DIRECT,
         ),
     )
     register.add_argument("files", nargs="*", type=Path, metavar="FILE")
@@ -163,7 +185,15 @@ def _add_graphs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     register.add_argument("--tenant", default="default", help="owning tenant (default: default)")
     register.set_defaults(handler=_cmd_graphs_register)
 
-    listing = actions.add_parser("list", help="list the registered graphs")
+    listing = actions.add_parser(
+        "list",
+        help="list the registered graphs",
+        description=described(
+            "List the registered graphs of every tenant (or of --tenant), which the "
+            "gateway's GET /graphs (the caller's own tenant) cannot.",
+            MONGO_DIRECT,
+        ),
+    )
     listing.add_argument("--tenant", default=None, help="only this tenant's graphs")
     listing.add_argument("--json", action="store_true", help="print the full specs as JSON")
     listing.set_defaults(handler=_cmd_graphs_list)

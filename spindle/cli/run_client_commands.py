@@ -7,8 +7,8 @@
     spindle runs cancel WORKFLOW_ID [--reason TEXT] [--terminate]
 
 They talk to the gateway through the client SDK (``--url``/``SPINDLE_URL``,
-``--api-key``/``SPINDLE_API_KEY``), unlike ``replay`` and ``timeline``, which
-read Temporal and the archive directly.
+``--api-key``/``SPINDLE_API_KEY``), as ``timeline`` does; only ``replay`` reads
+Temporal directly.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from spindle.cli.client_options import add_client_flags, client_config
-from spindle.cli.run_commands import summarize
+from spindle.cli.direct_access import THROUGH_GATEWAY, described
+from spindle.cli.run_timeline import summarize
 
 if TYPE_CHECKING:
     from spindle.client import AsyncSpindleClient, RunInfo
@@ -31,7 +32,11 @@ R = TypeVar("R")
 
 def add_client_actions(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``list``, ``describe`` and ``cancel`` to ``spindle runs``."""
-    listing = actions.add_parser("list", help="the runs of your tenant, newest first")
+    listing = actions.add_parser(
+        "list",
+        help="the runs of your tenant, newest first",
+        description=described("The runs of your tenant, newest first.", THROUGH_GATEWAY),
+    )
     listing.add_argument("--status", default=None, help="only runs in this status")
     listing.add_argument("--graph", default=None, help="only runs of this graph")
     listing.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
@@ -40,14 +45,25 @@ def add_client_actions(actions: argparse._SubParsersAction[argparse.ArgumentPars
     listing.set_defaults(handler=_cmd_list)
 
     describe = actions.add_parser(
-        "describe", help="a run's status, pending prompt, output and node reports"
+        "describe",
+        help="a run's status, pending prompt, output and node reports",
+        description=described(
+            "A run's status, pending prompt, output and node reports.", THROUGH_GATEWAY
+        ),
     )
     describe.add_argument("workflow_id", metavar="WORKFLOW_ID")
     describe.add_argument("--json", action="store_true", help="print the description as JSON")
     add_client_flags(describe)
     describe.set_defaults(handler=_cmd_describe)
 
-    cancel = actions.add_parser("cancel", help="cancel a run (its stream ends with TERMINATED)")
+    cancel = actions.add_parser(
+        "cancel",
+        help="cancel a run (its stream ends with TERMINATED)",
+        description=described(
+            "Cancel a run, or terminate it at once; its stream ends with TERMINATED.",
+            THROUGH_GATEWAY,
+        ),
+    )
     cancel.add_argument("workflow_id", metavar="WORKFLOW_ID")
     cancel.add_argument("--reason", default=None, help="why, for the logs")
     cancel.add_argument(

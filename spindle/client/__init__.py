@@ -30,6 +30,8 @@ from spindle.client.errors import (
 )
 from spindle.client.models import (
     Accepted,
+    ArchivedNodeReport,
+    RunBundle,
     RunInfo,
     RunPage,
     RunRef,
@@ -48,6 +50,7 @@ __all__ = [
     "AgentMessage",
     "AgentMessageType",
     "ApiError",
+    "ArchivedNodeReport",
     "AsyncSpindleClient",
     "BackoffPolicy",
     "BadRequestError",
@@ -66,6 +69,7 @@ __all__ = [
     "PayloadTooLargeError",
     "RateLimitedError",
     "Reconnects",
+    "RunBundle",
     "RunInfo",
     "RunPage",
     "RunRef",

@@ -29,6 +29,7 @@ from spindle.client.backoff import Random, Sleep
 from spindle.client.config import ClientConfig
 from spindle.client.models import (
     Accepted,
+    RunBundle,
     RunInfo,
     RunPage,
     RunRef,
@@ -119,6 +120,18 @@ class AsyncSpindleClient(WorkstreamCalls):
         """Describe a run: status, current nodes, pending input, node reports."""
         workflow_id, _ = run_ids(run)
         return await self._model(RunInfo, "GET", f"/runs/{segment(workflow_id)}")
+
+    async def bundle(self, run: RunRef) -> RunBundle:
+        """Everything about a run in one document: its description, stored messages,
+        archived node reports (with inputs and outputs), Temporal history and trace.
+
+        The history comes whole: a long run makes a bundle of megabytes.
+
+        Raises:
+            NotFoundError: no such run (or another tenant's).
+        """
+        workflow_id, _ = run_ids(run)
+        return await self._model(RunBundle, "GET", f"/runs/{segment(workflow_id)}/bundle")
 
     async def cancel_run(self, run: RunRef, reason: str | None = None) -> Accepted:
         """Ask a run to stop; its stream then ends with TERMINATED."""

@@ -89,6 +89,43 @@ class RunInfo(_Answer):
     updates_url: str | None = None
 
 
+class ArchivedNodeReport(NodeReport):
+    """One node execution as the archive keeps it: the report, its input and output.
+
+    Fields a newer gateway adds are kept (not dropped), so printing a report
+    shows all the archive holds.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    workflow_id: str | None = None
+    input: Any = None
+    output: Any = None
+    recorded_at: datetime | None = None
+
+
+class RunBundle(_Answer):
+    """``GET /runs/{workflowId}/bundle``: everything about one run, in one document.
+
+    Attributes:
+        run: the run as ``GET /runs/{workflowId}`` describes it.
+        messages: its stored messages, compact JSON (``t``, ``m``, ``d``, ``ts``, ...).
+        node_reports: the archived node reports in execution order, with inputs
+            and outputs (empty when the gateway runs without an archive).
+        history: the Temporal event history JSON; None once Temporal dropped it.
+        trace: the run's NodeMessages, in order.
+        trace_ids: ``run`` (the run's trace id) and ``messages`` (``seq``,
+            ``traceId``, ``spanId`` per message); empty when tracing was off.
+    """
+
+    run: RunInfo
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    node_reports: list[ArchivedNodeReport] = Field(default_factory=list)
+    history: dict[str, Any] | None = None
+    trace: list[dict[str, Any]] = Field(default_factory=list)
+    trace_ids: dict[str, Any] = Field(default_factory=dict)
+
+
 class Accepted(_Answer):
     """A cancel or terminate request the gateway took."""
 

@@ -23,6 +23,7 @@ from spindle.client.backoff import Random
 from spindle.client.config import ClientConfig
 from spindle.client.models import (
     Accepted,
+    RunBundle,
     RunInfo,
     RunPage,
     RunRef,
@@ -188,6 +189,10 @@ class SpindleClient:
     def get_run(self, run: RunRef) -> RunInfo:
         """See ``AsyncSpindleClient.get_run``."""
         return self._loop.run(self.aio.get_run(run))
+
+    def bundle(self, run: RunRef) -> RunBundle:
+        """See ``AsyncSpindleClient.bundle``."""
+        return self._loop.run(self.aio.bundle(run))
 
     def cancel_run(self, run: RunRef, reason: str | None = None) -> Accepted:
         """See ``AsyncSpindleClient.cancel_run``."""

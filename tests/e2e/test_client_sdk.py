@@ -27,6 +27,7 @@ from spindle.client import (
     ClientConfig,
     ConflictError,
     NotFoundError,
+    RunBundle,
     SpindleClient,
     StreamedMessage,
     UnauthorizedError,
@@ -160,9 +161,11 @@ async def test_async_client_runs_the_approval_flow_and_reports_typed_errors(
         await client.cancel_run(run)
     with pytest.raises(NotFoundError):
         await client.get_run("run-does-not-exist")
+    with pytest.raises(NotFoundError):
+        await client.bundle("run-does-not-exist")
 
 
-def sync_flow(config: ClientConfig) -> tuple[list[StreamedMessage], str]:
+def sync_flow(config: ClientConfig) -> tuple[list[StreamedMessage], str, RunBundle]:
     with SpindleClient(config) as client:
         run = client.start_run("approval-flow", input={"topic": "sync"})
         seen: list[StreamedMessage] = []
@@ -179,13 +182,13 @@ def sync_flow(config: ClientConfig) -> tuple[list[StreamedMessage], str]:
             if item.type is T.REQUEST_INPUT:
                 client.upload_file(run, b"a,b\n1,2\n", name="data.csv")
                 client.send_input(run, data={"decision": "approve", "comment": "ok"})
-        return seen, client.get_run(run).status
+        return seen, client.get_run(run).status, client.bundle(run)
 
 
 async def test_sync_client_runs_the_approval_flow(
     stack: SpindleStack, callers: dict[str, Caller], examples: list[str]
 ) -> None:
-    seen, status = await asyncio.to_thread(sync_flow, sdk_config(stack, callers["alice"]))
+    seen, status, bundle = await asyncio.to_thread(sync_flow, sdk_config(stack, callers["alice"]))
     marks = [n for n, m in enumerate(seen) if m.seq == 0]
     assert len(marks) == 1, "the hook ran once, between the phases"
     assert all(m.replayed for m in seen[: marks[0]])
@@ -197,6 +200,12 @@ async def test_sync_client_runs_the_approval_flow(
     assert question.details["user_id"] == "alice"
     assert seen[-1].type is T.COMPLETE and status == "completed"
     assert len({m.ts for m in seen}) == len(seen)
+    # The bundle: the run, its messages and its archived node reports, typed.
+    assert bundle.run.status == "completed" and len(bundle.messages) == len(seen)
+    review = next(r for r in bundle.node_reports if r.node_id == "review")
+    assert review.status.value == "SUCCESS" and review.node_type == "prompt"
+    assert review.output["payload"]["decision"] == "approve"
+    assert bundle.history is not None and bundle.history["events"]
 
 
 async def test_sync_stream_can_be_closed_early(

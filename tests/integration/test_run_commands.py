@@ -1,5 +1,6 @@
-"""``spindle runs replay`` / ``timeline`` as a user runs them, against runs made on
-the session's Temporal dev server by the real worker (the archive in MongoDB)."""
+"""``spindle runs replay`` as a user runs it, against runs made on the session's
+Temporal dev server by the real worker. (``runs timeline`` goes through the
+gateway: tests/e2e/test_runs_timeline_cli.py.)"""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
-import orjson
 import pytest
 from temporalio import workflow
 from temporalio.client import Client
@@ -117,28 +117,3 @@ def test_replay_of_an_unknown_run_is_an_error() -> None:
 
     assert result.returncode == 1
     assert result.stderr.startswith("spindle: error: ") and "no run" in result.stderr
-
-
-def test_timeline_lists_each_node_with_status_and_duration(pipeline_run: str) -> None:
-    as_json = spindle("runs", "timeline", pipeline_run, "--json")
-    assert as_json.returncode == 0, as_json.stderr
-    reports = orjson.loads(as_json.stdout)
-    nodes = [r["node_id"] for r in reports]
-    assert "keywords" in nodes and len(nodes) >= 3
-    assert all(r["status"] == "SUCCESS" for r in reports)
-
-    table = spindle("runs", "timeline", pipeline_run)
-    assert table.returncode == 0, table.stderr
-    header, *rows = table.stdout.splitlines()
-    assert header.split() == ["NODE", "STATUS", "DURATION", "INPUT", "OUTPUT"]
-    assert [row.split()[0] for row in rows] == nodes
-    keywords = next(row for row in rows if row.startswith("keywords"))
-    assert "SUCCESS" in keywords and " ms" in keywords
-    assert "outage" in keywords  # the node's input text, summarised
-
-
-def test_timeline_of_an_unknown_run_is_an_error() -> None:
-    result = spindle("runs", "timeline", f"no-such-run-{uuid.uuid4().hex[:8]}")
-
-    assert result.returncode == 1
-    assert "no node reports" in result.stderr

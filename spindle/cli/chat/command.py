@@ -23,15 +23,17 @@ from pathlib import Path
 from typing import Any
 
 from spindle.cli.client_options import add_client_flags, client_config
+from spindle.cli.direct_access import THROUGH_GATEWAY, described
 
 
 def add_chat_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser(
         "chat",
         help="start a run of a graph and hold its conversation in the terminal",
-        description=(
+        description=described(
             "Start a run of GRAPH with --input (or --attach to a running run), show its "
-            "messages live, and answer its prompts. Exits 0 when the run completes."
+            "messages live, and answer its prompts. Exits 0 when the run completes.",
+            THROUGH_GATEWAY,
         ),
     )
     parser.add_argument("graph", nargs="?", metavar="GRAPH", help="a registered graph's name")
