@@ -2,7 +2,7 @@
 
 ``search_notes`` (a small knowledge base), ``calculator`` (safe arithmetic with
 ``ast``, never ``eval``), ``word_count``, ``draft_document``, ``extract_keywords``
-and ``sentiment``. Imported by ``spindle.worker.tools.load_tools``.
+and ``sentiment``. Imported by ``spindle.worker.offerings``.
 """
 
 from __future__ import annotations

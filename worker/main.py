@@ -27,9 +27,10 @@ from spindle.shared.temporal.converter import data_converter
 from spindle.worker.activities import build_activities
 from spindle.worker.activities.artifacts import artifact_activities
 from spindle.worker.activities.workstream import workstream_activities
-from spindle.worker.llm.base import LlmProvider, provider_from_settings
+from spindle.worker.llm.base import LlmProvider
+from spindle.worker.llm.providers import provider_from_settings
 from spindle.worker.metrics_server import sdk_metrics_runtime, serve_metrics
-from spindle.worker.registry import build_catalog, load_node_types
+from spindle.worker.offerings import build_catalog, load_offerings
 
 if TYPE_CHECKING:
     from spindle.shared.bus.message_bus import MessageBus
@@ -106,8 +107,8 @@ def build_worker(
     }
     options.update(worker_options)
     # The workflows read plug-in specs (timeouts, retries) from the registry,
-    # which they must not load themselves: load it before they run.
-    load_node_types()
+    # which they must not load themselves: load them before they run.
+    load_offerings()
     return Worker(
         client,
         task_queue=task_queue or settings.task_queue,

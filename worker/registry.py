@@ -27,10 +27,7 @@ from temporalio import activity
 
 from spindle.shared.contracts.errors import ExecutorNotFound
 from spindle.shared.contracts.graph_spec import NodeSpec
-from spindle.shared.graphs.catalog import Catalog, NodeTypeInfo, ToolInfo
 from spindle.shared.graphs.node_types import BUILTIN_NODE_TYPES, NodeTypeSpec, RetryDefaults
-from spindle.worker.plugins import load_entry_points
-from spindle.worker.tools import load_tools
 
 if TYPE_CHECKING:
     from spindle.worker.activities.poster import MessagePoster
@@ -126,7 +123,6 @@ class NodeType:
 
 
 _REGISTRY: dict[str, NodeType] = {}
-_loaded = False
 
 
 def implements(spec: NodeTypeSpec) -> Callable[[NodeImpl], NodeImpl]:
@@ -187,28 +183,14 @@ def node_type(
     return register
 
 
-def load_node_types() -> dict[str, NodeType]:
-    """Import the built-in node types and entry-point plug-ins, once."""
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        # Imported here, not at the top: the node modules register themselves
-        # through this module's decorators.
-        import spindle.worker.nodes  # noqa: F401
-
-        load_entry_points(ENTRY_POINT_GROUP)
-    return dict(_REGISTRY)
-
-
 def get_node_type(name: str) -> NodeType:
     """The registered node type called ``name``.
 
     Raises:
         ExecutorNotFound: no such node type on this worker.
     """
-    types = load_node_types()
     try:
-        return types[name]
+        return _REGISTRY[name]
     except KeyError:
         raise ExecutorNotFound(
             f"node type '{name}' is not registered on this worker",
@@ -229,11 +211,6 @@ def spec_of(name: str) -> NodeTypeSpec | None:
     return registered.spec if registered is not None else None
 
 
-def build_catalog() -> Catalog:
-    """What this worker offers: built-in and registered node types, and tools."""
-    types = {name: NodeTypeInfo.of(t.spec) for name, t in load_node_types().items()}
-    tools = {
-        name: ToolInfo(name=name, description=t.description, params_schema=t.params_schema())
-        for name, t in load_tools().items()
-    }
-    return Catalog.builtin().merged(Catalog(node_types=types, tools=tools, tools_known=True))
+def registered_node_types() -> dict[str, NodeType]:
+    """The node types registered in this process so far (see ``spindle.worker.offerings``)."""
+    return dict(_REGISTRY)

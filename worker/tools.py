@@ -21,8 +21,6 @@ from typing import Any, TypeVar, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from spindle.worker.plugins import load_entry_points
-
 logger = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "spindle.tools"
@@ -84,7 +82,6 @@ class ToolDef:
 
 
 _TOOLS: dict[str, ToolDef] = {}
-_loaded = False
 
 
 def _docstring_parts(doc: str) -> tuple[str, dict[str, str]]:
@@ -150,14 +147,8 @@ def tool(
     return register
 
 
-def load_tools() -> dict[str, ToolDef]:
-    """All registered tools, with entry-point plug-ins imported once."""
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        import spindle.worker.builtin_tools  # noqa: F401  (registers the built-ins)
-
-        load_entry_points(ENTRY_POINT_GROUP)
+def registered_tools() -> dict[str, ToolDef]:
+    """The tools registered in this process so far (see ``spindle.worker.offerings``)."""
     return dict(_TOOLS)
 
 
@@ -167,7 +158,7 @@ def get_tool(name: str) -> ToolDef:
     Raises:
         ToolError: no such tool.
     """
-    tools = load_tools()
+    tools = _TOOLS
     try:
         return tools[name]
     except KeyError:

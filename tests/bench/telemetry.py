@@ -98,7 +98,8 @@ async def bench_telemetry(
     from spindle.shared.platform.telemetry import temporal_interceptors
     from spindle.worker.main import build_worker
     from spindle.worker.metrics_server import sdk_metrics_runtime, serve_metrics
-    from spindle.worker.tools import load_tools, tool
+    from spindle.worker.offerings import load_tools
+    from spindle.worker.tools import tool
 
     if "bench_echo" not in load_tools():  # the chain's node body (as in the nodes section)
 

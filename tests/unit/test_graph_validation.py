@@ -13,7 +13,7 @@ from spindle.shared.graphs.catalog import Catalog, NodeTypeInfo, ToolInfo
 from spindle.shared.graphs.structure import parse_graph
 from spindle.shared.graphs.validation import validate_graph, validate_run_input
 from spindle.worker.examples import load_examples
-from spindle.worker.registry import build_catalog
+from spindle.worker.offerings import build_catalog
 
 pytestmark = pytest.mark.unit
 

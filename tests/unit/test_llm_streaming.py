@@ -14,10 +14,10 @@ from spindle.worker.llm.base import (
     TextDelta,
     ToolCallDelta,
     ToolSpec,
-    provider_from_settings,
     stream_events,
 )
 from spindle.worker.llm.offline import OfflineProvider, offline_tokens
+from spindle.worker.llm.providers import provider_from_settings
 
 pytestmark = pytest.mark.unit
 

@@ -21,7 +21,8 @@ from spindle.shared.graphs.node_types import BUILTIN_NODE_TYPES, NodeTypeSpec, R
 from spindle.shared.graphs.structure import parse_graph
 from spindle.shared.graphs.validation import validate_graph
 from spindle.worker import policies
-from spindle.worker.registry import build_catalog, load_node_types, spec_of
+from spindle.worker.offerings import build_catalog, load_node_types
+from spindle.worker.registry import spec_of
 from spindle.worker.workflows.graph_run import NODE_RUNNERS, GraphRun
 
 pytestmark = pytest.mark.unit

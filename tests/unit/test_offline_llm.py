@@ -8,16 +8,17 @@ import pytest
 from spindle.shared.graphs.node_params import AgentParams
 from spindle.shared.platform.settings import Settings
 from spindle.worker.contracts import ChatMessage
-from spindle.worker.llm.base import LlmRequest, ToolSpec, provider_from_settings
+from spindle.worker.llm.base import LlmRequest, ToolSpec
 from spindle.worker.llm.offline import OfflineProvider, derive_arguments, find_expression
 from spindle.worker.llm.prompting import initial_messages, with_opening
-from spindle.worker.tools import get_tool
+from spindle.worker.llm.providers import provider_from_settings
+from spindle.worker.offerings import load_tools
 
 pytestmark = pytest.mark.unit
 
 
 def spec(name: str) -> ToolSpec:
-    tool = get_tool(name)
+    tool = load_tools()[name]
     return ToolSpec(name=name, description=tool.description, parameters=tool.params_schema())
 
 
@@ -70,7 +71,7 @@ async def test_first_turn_calls_the_relevant_tools_then_answers_from_results() -
     ]
     results = []
     for call in first.message.tool_calls:
-        value = await get_tool(call.name).call(call.arguments)
+        value = await load_tools()[call.name].call(call.arguments)
         results.append(
             ChatMessage(role="tool", tool_call_id=call.id, content=orjson.dumps(value).decode())
         )

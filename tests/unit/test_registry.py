@@ -8,7 +8,8 @@ from pydantic import BaseModel
 from spindle.nodes import NodeContext, NodeResult, node_type
 from spindle.shared.contracts.errors import ExecutorNotFound
 from spindle.shared.graphs.node_types import BUILTIN_NODE_TYPES
-from spindle.worker.registry import build_catalog, get_node_type
+from spindle.worker.offerings import build_catalog
+from spindle.worker.registry import get_node_type
 
 pytestmark = pytest.mark.unit
 

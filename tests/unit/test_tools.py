@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from spindle.worker.tools import ToolError, get_tool, load_tools, tool
+from spindle.worker.offerings import load_tools
+from spindle.worker.tools import ToolError, get_tool, tool
 
 pytestmark = pytest.mark.unit
 

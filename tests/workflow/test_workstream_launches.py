@@ -19,7 +19,7 @@ from spindle.shared.contracts.workstreams import (
 from spindle.shared.graphs.validation import validate_graph
 from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunArchive
-from spindle.worker.registry import build_catalog
+from spindle.worker.offerings import build_catalog
 from tests.workflow.runs import GraphRunner, M, types_of
 from tests.workflow.workstream_parents import (
     Parents,

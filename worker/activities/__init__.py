@@ -23,7 +23,9 @@ def build_activities(
     from spindle.worker.activities.hitl import HitlActivities
     from spindle.worker.activities.lifecycle import LifecycleActivities
     from spindle.worker.activities.nodes import NodeActivities
+    from spindle.worker.offerings import load_offerings
 
+    load_offerings()  # the node types and tools the activities look up by name
     nodes = NodeActivities(bus, archive)
     agent = AgentActivities(bus, archive, llm)
     hitl = HitlActivities(bus, archive)

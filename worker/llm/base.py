@@ -18,7 +18,6 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from pydantic import BaseModel, Field
 
-from spindle.shared.platform.settings import Settings
 from spindle.worker.contracts import ChatMessage
 
 
@@ -126,14 +125,3 @@ class LlmAuthenticationError(RuntimeError):
 class LlmRequestRejected(RuntimeError):
     """The provider rejected the request itself (HTTP 400/404/422: unknown model,
     bad tool schema). Not retryable either."""
-
-
-def provider_from_settings(settings: Settings) -> LlmProvider:
-    """The provider named by ``settings.llm_provider`` (``offline`` needs nothing)."""
-    if settings.llm_provider == "openai":
-        from spindle.worker.llm.openai_compat import OpenAICompatProvider
-
-        return OpenAICompatProvider.from_settings(settings)
-    from spindle.worker.llm.offline import OfflineProvider
-
-    return OfflineProvider(token_delay=settings.offline_token_delay_ms / 1000)
