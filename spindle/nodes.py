@@ -58,9 +58,10 @@ schedules the node with the defaults: 5 minutes, ``RetryDefaults()``).
 A graph then uses ``{"id": "hi", "type": "greet", "params": {"name": "Ada"}}``.
 """
 
+from spindle.shared.contracts.errors import ToolError
 from spindle.shared.graphs.node_types import NodeTypeSpec, RetryDefaults, RunKind
 from spindle.worker.registry import NodeContext, NodeResult, node_type
-from spindle.worker.tools import ToolError, tool
+from spindle.worker.tools import tool
 
 __all__ = [
     "NodeContext",

@@ -14,7 +14,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from spindle.worker.tools import ToolError, tool
+from spindle.shared.contracts.errors import ToolError
+from spindle.worker.tools import tool
 
 NOTES: tuple[dict[str, str], ...] = (
     {

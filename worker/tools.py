@@ -21,14 +21,12 @@ from typing import Any, TypeVar, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from spindle.shared.contracts.errors import ToolError
+
 logger = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "spindle.tools"
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class ToolError(Exception):
-    """A tool refused its arguments or failed; the text is shown to the model."""
 
 
 @dataclass(frozen=True)

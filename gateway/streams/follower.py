@@ -1,6 +1,6 @@
 """Following one stream with no gap and no duplicate: the one place the invariant lives.
 
-Order of operations (docs/streaming/gap-free.md; DESIGN §3 and §9):
+Order of operations (docs/streaming/gap-free.md; docs/design.md §3 and §9):
 
 1. subscribe to the stream's live channel through the process's shared
    ``SubscriptionHub`` and wait until Redis confirmed it;

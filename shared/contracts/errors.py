@@ -37,9 +37,13 @@ Each class's ``ApplicationError`` type is its own name::
     ├── RateLimited                  429   -32005   over a rate or stream limit; retry
     ├── Unavailable                  503   -32000   a backing service is down; retry
     │   └── WorkstreamStartFailed    503   -32000   Temporal refused the child; retry
-    └── RunFailed                    500   -32603   a run ended in failure
-        ├── NodeFailed               500   -32603   a node failed for good
-        └── AgentMaxTurns            500   -32603   no final answer within max_turns
+    ├── RunFailed                    500   -32603   a run ended in failure
+    │   ├── NodeFailed               500   -32603   a node failed for good
+    │   └── AgentMaxTurns            500   -32603   no final answer within max_turns
+    ├── ToolError                    500   -32603   a tool refused its arguments or failed
+    └── LlmRefused                   502   -32603   the LLM provider refused the request
+        ├── LlmAuthenticationError   502   -32603   it refused the credentials
+        └── LlmRequestRejected       502   -32603   it rejected the request (model, schema)
 
 ``docs/api/errors.md`` lists the same tree for readers of the API.
 """
@@ -320,6 +324,32 @@ class NodeFailed(RunFailed):
 
 class AgentMaxTurns(RunFailed):
     """An agent still asked for tools after ``max_turns`` turns."""
+
+
+class ToolError(SpindleError):
+    """A tool refused its arguments or failed; the same call would fail again.
+
+    Raised by tools (``spindle.nodes.tool``): a ``tool`` node fails with it, an
+    agent's tool call shows its text to the model.
+    """
+
+    title = "Tool failed"
+
+
+class LlmRefused(SpindleError):
+    """The LLM provider refused the request; the same request would be refused again."""
+
+    status = 502
+    title = "LLM provider refused the request"
+
+
+class LlmAuthenticationError(LlmRefused):
+    """The provider refused the credentials (HTTP 401/403)."""
+
+
+class LlmRequestRejected(LlmRefused):
+    """The provider rejected the request itself (HTTP 400/404/422: unknown model,
+    bad tool schema)."""
 
 
 def spindle_error_classes() -> list[type[SpindleError]]:

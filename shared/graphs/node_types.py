@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from spindle.shared.contracts.errors import LlmAuthenticationError
 from spindle.shared.graphs import node_rules
 from spindle.shared.graphs.node_params import (
     AgentParams,
@@ -131,7 +132,7 @@ AGENT = NodeTypeSpec(
         initial_interval_seconds=2,
         max_interval_seconds=60,
         max_attempts=5,
-        non_retryable_errors=("LlmAuthenticationError",),
+        non_retryable_errors=(LlmAuthenticationError.application_type,),
     ),
     runs=RunKind.AGENT_LOOP,
     rules=(node_rules.agent_tools,),

@@ -28,14 +28,13 @@ from temporalio.testing import ActivityEnvironment
 
 from spindle.dev.processes import free_port
 from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.contracts.errors import LlmAuthenticationError, LlmRequestRejected
 from spindle.shared.contracts.graph_spec import NodeSpec
 from spindle.shared.contracts.messages import AgentMessageType as T
 from spindle.worker.activities.agent import AgentActivities
 from spindle.worker.contracts import ChatMessage, LlmTurnInput, NodeExecution, RunRef, ToolCall
 from spindle.worker.llm.base import (
-    LlmAuthenticationError,
     LlmRequest,
-    LlmRequestRejected,
     LlmResponse,
     TextDelta,
     ToolCallDelta,

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
+from spindle.shared.contracts.errors import LlmRefused, ToolError, to_application_error
 from spindle.shared.contracts.messages import AgentMessageType
 from spindle.shared.contracts.runs import NodeStatus
 from spindle.shared.graphs.node_params import AgentParams
@@ -47,10 +47,8 @@ from spindle.worker.contracts import (
     ToolCallResult,
 )
 from spindle.worker.llm.base import (
-    LlmAuthenticationError,
     LlmProvider,
     LlmRequest,
-    LlmRequestRejected,
     LlmResponse,
     ToolSpec,
     stream_events,
@@ -58,7 +56,7 @@ from spindle.worker.llm.base import (
 from spindle.worker.llm.chunk_batcher import ChunkBatcher
 from spindle.worker.llm.prompting import with_opening
 from spindle.worker.llm.token_relay import relay_tokens
-from spindle.worker.tools import ToolError, get_tool
+from spindle.worker.tools import get_tool
 from spindle.worker.workflows.workstreams.parent_tools import WORKSTREAM_TOOL_SPECS
 
 if TYPE_CHECKING:
@@ -165,9 +163,9 @@ class AgentActivities:
         try:
             async with heartbeating(node.id, turn.turn):
                 response = await self._ask(request, poster)
-        except (LlmAuthenticationError, LlmRequestRejected) as exc:
+        except LlmRefused as exc:
             # Same request, same refusal: fail the node now instead of retrying.
-            raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from exc
+            raise to_application_error(exc) from exc
         llm_ms = round((time.monotonic() - started) * 1000, 1)
         message = response.message.model_copy(update={"role": "assistant"})
         details: dict[str, Any] = {"node_id": node.id, "turn": turn.turn, "model": response.model}

@@ -115,13 +115,3 @@ async def stream_events(llm: LlmProvider, request: LlmRequest) -> AsyncIterator[
 
 class LlmConfigError(ValueError):
     """The settings do not describe a usable provider."""
-
-
-class LlmAuthenticationError(RuntimeError):
-    """The provider refused the credentials. Retrying cannot help: the class name
-    is a non-retryable error type of ``spindle.worker.policies.LLM_RETRY``."""
-
-
-class LlmRequestRejected(RuntimeError):
-    """The provider rejected the request itself (HTTP 400/404/422: unknown model,
-    bad tool schema). Not retryable either."""

@@ -21,13 +21,12 @@ import openai
 import orjson
 from openai import AsyncOpenAI
 
+from spindle.shared.contracts.errors import LlmAuthenticationError, LlmRequestRejected
 from spindle.shared.platform.settings import Settings
 from spindle.worker.contracts import ChatMessage, ToolCall
 from spindle.worker.llm.base import (
-    LlmAuthenticationError,
     LlmConfigError,
     LlmRequest,
-    LlmRequestRejected,
     LlmResponse,
     LlmStreamEvent,
     LlmUsage,

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from temporalio.exceptions import ApplicationError
-
+from spindle.shared.contracts.errors import ToolError, to_application_error
 from spindle.shared.contracts.messages import AgentMessageType
 from spindle.shared.graphs.node_params import ToolParams
 from spindle.shared.graphs.node_types import TOOL
 from spindle.worker.activities.params import invalid_params
 from spindle.worker.activities.recorder import summarize
 from spindle.worker.registry import NodeContext, NodeResult, implements
-from spindle.worker.tools import ToolError, get_tool
+from spindle.worker.tools import get_tool
 
 
 @implements(TOOL)
@@ -36,9 +35,7 @@ async def run_tool(ctx: NodeContext) -> NodeResult:
         result: Any = await tool.call(params.args)
     except ToolError as exc:
         # The tool itself refused: the same arguments would fail again.
-        raise ApplicationError(
-            f"tool {tool.name} failed: {exc}", type="ToolError", non_retryable=True
-        ) from exc
+        raise to_application_error(ToolError(f"tool {tool.name} failed: {exc.detail}")) from exc
     await ctx.poster.post(
         AgentMessageType.UPDATE,
         f"Tool {tool.name} returned {summarize(result, 120)}",
