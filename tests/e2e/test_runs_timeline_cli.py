@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from spindle.client import AsyncSpindleClient, ClientConfig
-from spindle.dev.processes import bin_path
+from tests.cli_runner import run_spindle
 from tests.e2e.conftest import Caller, SpindleStack
 from tests.polling import eventually
 
@@ -35,15 +35,7 @@ def user_env(stack: SpindleStack, caller: Caller) -> dict[str, str]:
 
 def spindle(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     # Another directory than the repository's: no .env to fall back on.
-    return subprocess.run(
-        [bin_path("spindle"), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=60,
-        check=False,
-    )
+    return run_spindle(*args, environ=env, cwd=cwd)
 
 
 @pytest.fixture(scope="module")

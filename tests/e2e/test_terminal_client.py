@@ -21,6 +21,7 @@ from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.messages import AgentMessageType as T
 from spindle.shared.contracts.messages import create_compact_message
 from spindle.shared.platform.settings import Settings
+from tests.cli_runner import run_spindle
 from tests.e2e.conftest import Caller, SpindleStack
 from tests.polling import eventually
 from tests.unit.test_client_terminal_view import screen
@@ -67,15 +68,7 @@ def spawn(spawned: list[pexpect.spawn], env: dict[str, str], *args: str) -> pexp
 
 def spindle(env: dict[str, str], *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     """``spindle ARGS`` without a terminal (pipes), as a script would run it."""
-    return subprocess.run(
-        [bin_path("spindle"), *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
+    return run_spindle(*args, environ=env, stdin=stdin)
 
 
 @pytest.fixture
