@@ -38,7 +38,6 @@ log = logging.getLogger(__name__)
 router = APIRouter(tags=["signals"])
 
 SUPPORTED_SIGNALS = (USER_INPUT_UPDATE,)
-# A retried answer reuses its client_message_id, so its update id: no double answer.
 
 SIGNAL_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"description": "missing or invalid credentials (problem+json)"},
@@ -67,6 +66,7 @@ async def deliver_signal(
         )
     # The answer carries who gave it, as authenticated: never what the body claims.
     user_input = (body or UserInput()).model_copy(update={"user_id": identity.user_id})
+    # A retried answer reuses its client_message_id, so its update id: no double answer.
     update_id = (
         f"input-{user_input.client_message_id}"
         if user_input.client_message_id
