@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -109,13 +110,34 @@ def build_worker(
     # The workflows read plug-in specs (timeouts, retries) from the registry,
     # which they must not load themselves: load them before they run.
     load_offerings()
-    return Worker(
-        client,
-        task_queue=task_queue or settings.task_queue,
-        workflows=workflow_classes(),
-        activities=worker_activities(bus, archive, provider),
-        **options,
-    )
+    with _collector_paused():
+        return Worker(
+            client,
+            task_queue=task_queue or settings.task_queue,
+            workflows=workflow_classes(),
+            activities=worker_activities(bus, archive, provider),
+            **options,
+        )
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Collect garbage now, and run no collection until the block ends.
+
+    ``Worker(...)`` validates the workflows by importing them in the sandbox. On
+    Python before 3.12, a finalizer that imports (a ResourceWarning of some unclosed
+    object) run by the collector inside an import's module-lock window raises
+    ``KeyError(<thread id>)`` and the worker fails to start ("Failed validating
+    workflow"; temporalio/sdk-python issue 585). Seen once in this suite's CI.
+    """
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def worker_activities(
