@@ -25,6 +25,7 @@ from spindle.gateway.api.routes import (
     graphs,
     health,
     history,
+    run_view,
     runs,
     signals,
     stream,
@@ -192,6 +193,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(graphs.router)
     app.include_router(jsonrpc_routes.router)  # POST / and POST /tasks (seed 003)
     app.include_router(ui.router)  # GET /ui/: the conversation web page (not in OpenAPI)
+    # GET /runs/{id}/graph and /runs/{id}/nodes/{node}: before runs.by_run_router.
+    app.include_router(run_view.router)
     per_run: list[APIRouter] = [
         # Before runs.by_run_router: /runs/{id}/workstreams is not a {run_id}.
         workstreams.router,

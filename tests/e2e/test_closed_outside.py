@@ -3,7 +3,7 @@
 Terminated with the ``temporal`` CLI, cancelled from a Temporal client, or past
 an execution timeout: the run's open SSE stream ends with the closing message
 and its reason, and ``GET /runs/{id}`` and the run document say why
-(docs/design.md §10, rule 3).
+(docs/design.md §10, rule 3). A run nobody looks at is found by the sweep.
 """
 
 from __future__ import annotations
@@ -18,9 +18,12 @@ import httpx
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from spindle.gateway.runs.temporal import GRAPH_KEY, TENANT_KEY
+from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.graph_spec import GraphSpec
 from spindle.shared.contracts.runs import GRAPH_RUN_WORKFLOW, GraphRunInput
+from spindle.shared.platform import metrics
 from spindle.shared.store.archive import RunArchive, RunRecord
+from spindle.shared.temporal.closed_runs import ClosedRunSweep
 from tests.e2e.conftest import Caller, SpindleStack, example_graph
 from tests.e2e.run_driver import T, start, wait_for_status
 from tests.e2e.sse_client import open_sse
@@ -153,3 +156,36 @@ async def test_a_run_past_its_execution_timeout_is_timed_out_with_a_reason(
     assert record is not None
     assert record.status == "timed_out"
     assert record.error == described["error"]
+
+
+async def test_the_sweep_ends_a_closed_run_nobody_watches_and_gauges_open_histories(
+    http: httpx.AsyncClient, stack: SpindleStack, examples: list[str], unique: str
+) -> None:
+    closed = await start(http, graph="approval-flow", input={"topic": f"unwatched {unique}"})
+    still_open = await start(http, graph="approval-flow", input={"topic": f"open {unique}"})
+    for run in (closed, still_open):
+        await wait_for_status(http, run["workflow_id"], {"paused"})
+    await stack.temporal.get_workflow_handle(closed["workflow_id"]).terminate(
+        reason=f"limit reached {unique}"
+    )
+    open_events = (await http.get(f"/runs/{still_open['workflow_id']}")).json()["history"]
+    bus = MessageBus.from_settings(stack.settings)
+    archive = RunArchive.from_settings(stack.settings)
+    try:
+        sweep = ClosedRunSweep(
+            temporal=stack.temporal, bus=bus, archive=archive, interval=60, batch=10_000
+        )
+        await sweep.sweep_once()
+        record = await archive.get_run(closed["workflow_id"])
+    finally:
+        await bus.close()
+        await archive.close()
+    assert record is not None
+    assert record.status == "terminated"
+    assert f"limit reached {unique}" in (record.error or "")
+    stored = (await http.get(f"/runs/{closed['workflow_id']}/{closed['run_id']}/updates")).json()
+    last = stored["messages"][-1]
+    assert last["t"] == T.TERMINATED
+    assert f"limit reached {unique}" in last["m"]
+    assert metrics.RUN_HISTORY_EVENTS_MAX._value.get() >= open_events["events"]
+    assert metrics.RUN_HISTORY_BYTES_MAX._value.get() >= open_events["bytes"]
