@@ -25,6 +25,7 @@ from spindle.gateway.api.routes import (
     graphs,
     health,
     history,
+    run_view,
     runs,
     signals,
     stream,
@@ -41,6 +42,7 @@ from spindle.gateway.limits.tenant_limits import TenantLimits
 from spindle.gateway.protocols.a2a import install_a2a
 from spindle.gateway.protocols.a2a.push_watch import PushWatcher
 from spindle.gateway.runs.catalog_cache import CatalogCache
+from spindle.gateway.runs.closed import closed_run_sweep, settle_tasks_hook
 from spindle.gateway.streams.drain import StreamDrain
 from spindle.shared.bus.hub import SubscriptionHub
 from spindle.shared.bus.message_bus import MessageBus
@@ -62,6 +64,10 @@ AUTH_DISABLED_BANNER = (
     "AUTHENTICATION IS OFF (SPINDLE_AUTH_DISABLED=true): every request acts as user "
     "'dev' of tenant 'default'. Never run like this where anyone else can connect."
 )
+
+
+async def _nothing() -> None:
+    return None
 
 
 @asynccontextmanager
@@ -98,6 +104,12 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     # A2A push notifications: follows watched tasks' runs (protocols.a2a.push_watch).
     push_watcher = PushWatcher(app.state)
     push_watcher.start()
+    # Runs Temporal closed without Spindle get their TERMINATED even when nobody
+    # is watching them (spindle.shared.temporal.closed_runs).
+    app.state.on_run_closed = settle_tasks_hook(app.state)
+    sweep = closed_run_sweep(app.state, settings)
+    if sweep is not None:
+        sweep.start()
     if settings.auth_disabled:
         log.warning(AUTH_DISABLED_BANNER)
     log.info(
@@ -114,6 +126,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # process from exiting when its orchestrator asks it to stop.
         for name, closing in (
             ("a2a push watcher", push_watcher.stop),
+            ("closed-run sweep", sweep.stop if sweep is not None else _nothing),
             ("subscription hub", hub.stop),
             ("redis", bus.close),
             ("archive", archive.close),
@@ -180,6 +193,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(graphs.router)
     app.include_router(jsonrpc_routes.router)  # POST / and POST /tasks (seed 003)
     app.include_router(ui.router)  # GET /ui/: the conversation web page (not in OpenAPI)
+    # GET /runs/{id}/graph and /runs/{id}/nodes/{node}: before runs.by_run_router.
+    app.include_router(run_view.router)
     per_run: list[APIRouter] = [
         # Before runs.by_run_router: /runs/{id}/workstreams is not a {run_id}.
         workstreams.router,

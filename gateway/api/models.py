@@ -60,6 +60,20 @@ class RunList(BaseModel):
     offset: int
 
 
+class HistoryBudget(BaseModel):
+    """The Temporal history of a run's current execution, against Temporal's limits.
+
+    A run that continues as new starts a fresh history: these are the numbers of
+    its latest execution.
+    """
+
+    events: int = Field(description="history length (events), from Temporal's describe")
+    bytes: int = Field(description="history size (bytes), from Temporal's describe")
+    events_limit: int = Field(description="Temporal's default hard limit on events")
+    bytes_limit: int = Field(description="Temporal's default hard limit on bytes")
+    used: float = Field(description="the larger of events/events_limit and bytes/bytes_limit")
+
+
 class RunDetail(BaseModel):
     """A run as Temporal, the running workflow and the archive know it."""
 
@@ -79,6 +93,9 @@ class RunDetail(BaseModel):
     created_at: datetime | None = None
     updated_at: datetime | None = None
     closed_at: datetime | None = None
+    history: HistoryBudget | None = Field(
+        None, description="how much of Temporal's history limits the run's execution uses"
+    )
     temporal_ui_url: str | None = None
     stream_url: str | None = None
     updates_url: str | None = None

@@ -15,7 +15,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowExecutionDescription
 from temporalio.exceptions import TemporalError
 
-from spindle.gateway.api.models import RunDetail
+from spindle.gateway.api.models import HistoryBudget, RunDetail
 from spindle.gateway.runs.temporal import (
     GRAPH_KEY,
     TENANT_KEY,
@@ -24,10 +24,20 @@ from spindle.gateway.runs.temporal import (
     run_status_of,
     temporal_ui_url,
 )
+from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.errors import Conflict, NotFound, SpindleError
 from spindle.shared.contracts.runs import DESCRIBE_QUERY, NodeReport, PendingInput, RunDescription
 from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunArchive, RunRecord
+from spindle.shared.temporal.closed_runs import (
+    HISTORY_BYTES_LIMIT,
+    HISTORY_EVENTS_LIMIT,
+    TERMINAL_STATUSES,
+    OnClosed,
+    history_usage,
+    needs_reconcile,
+    reconcile_closed_run,
+)
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +66,14 @@ async def describe_run(
     archive: RunArchive,
     settings: Settings,
     base_url: str,
+    bus: MessageBus | None = None,
+    on_closed: OnClosed | None = None,
 ) -> RunDetail:
     """Everything known about one run.
+
+    With ``bus``, a run Temporal closed without Spindle (terminate from the
+    Temporal UI, a limit, a timeout) is reconciled first: its stream gets the
+    closing message and its document the reason (``reconcile_closed_run``).
 
     Raises:
         NotFound: neither Temporal nor the archive knows it.
@@ -66,6 +82,10 @@ async def describe_run(
     record = await archived_run(archive, workflow_id)
     if description is None and record is None:
         raise not_found(workflow_id)
+    if bus is not None and description is not None and not is_open(description):
+        record = await _reconciled(
+            workflow_id, temporal, bus, archive, description, record, on_closed
+        )
 
     live: RunDescription | None = None
     if description is not None and is_open(description):
@@ -99,6 +119,10 @@ async def describe_run(
         detail.error = live.error or detail.error
     else:
         detail.node_reports = await _archived_reports(archive, workflow_id)
+    if detail.status in TERMINAL_STATUSES and detail.status != "completed" and not detail.error:
+        # finish_run records no reason for a cancel; until Temporal's reason is
+        # reconciled in (once the execution has closed), say at least what happened.
+        detail.error = f"the run was {detail.status}"
     if run_id:
         detail.temporal_ui_url = temporal_ui_url(settings, workflow_id, run_id)
         detail.stream_url = f"{base_url}/runs/{workflow_id}/{run_id}/stream"
@@ -106,8 +130,56 @@ async def describe_run(
     return detail
 
 
+async def _reconciled(  # noqa: PLR0917 (private; every argument is needed)
+    workflow_id: str,
+    temporal: Client,
+    bus: MessageBus,
+    archive: RunArchive,
+    description: WorkflowExecutionDescription,
+    record: RunRecord | None,
+    on_closed: OnClosed | None,
+) -> RunRecord | None:
+    """The run document after reconciling a closed run (the same one if nothing changed)."""
+    if record is not None and not needs_reconcile(record):
+        return record
+    try:
+        closed = await reconcile_closed_run(
+            workflow_id,
+            temporal=temporal,
+            bus=bus,
+            archive=archive,
+            description=description,
+            record=record,
+            on_closed=on_closed,
+        )
+    except Exception as exc:
+        # Describe still answers (from Temporal); the sweep tries again later.
+        log.warning("reconciling closed run %s failed: %r", workflow_id, exc)
+        return record
+    if closed is None:
+        return record
+    fresh = await archived_run(archive, workflow_id)
+    if fresh is not None and not fresh.error:
+        fresh.error = closed.reason  # archive write lagging or refused: say why anyway
+    return fresh
+
+
+def history_budget(description: WorkflowExecutionDescription) -> HistoryBudget:
+    """The execution's history usage against Temporal's default limits."""
+    events, size = history_usage(description)
+    used = max(events / HISTORY_EVENTS_LIMIT, size / HISTORY_BYTES_LIMIT)
+    return HistoryBudget(
+        events=events,
+        bytes=size,
+        events_limit=HISTORY_EVENTS_LIMIT,
+        bytes_limit=HISTORY_BYTES_LIMIT,
+        used=round(used, 6),
+    )
+
+
 def _apply_temporal(detail: RunDetail, description: WorkflowExecutionDescription) -> None:
     detail.temporal_status = description.status.name if description.status else None
+    detail.history = history_budget(description)
     detail.created_at = detail.created_at or description.start_time
     detail.closed_at = description.close_time
     attributes = description.typed_search_attributes

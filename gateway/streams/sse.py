@@ -77,6 +77,10 @@ class RunEventStream:
             least once per keep-alive interval while the stream is open (at each
             keep-alive, and after frames when one is due, since a busy
             stream sends no keep-alives), released by ``close()``.
+        on_idle: awaited every ``idle_every`` keep-alives in a row: asks whether
+            the run was closed from outside Spindle, and if so posts its closing
+            message, which then ends this stream like any other.
+        idle_every: keep-alives between two ``on_idle`` calls (0: never).
     """
 
     def __init__(
@@ -90,8 +94,13 @@ class RunEventStream:
         keepalive_seconds: float,
         retry_ms: int = 2000,
         lease: StreamLease | None = None,
+        on_idle: Callable[[], Awaitable[object]] | None = None,
+        idle_every: int = 0,
     ) -> None:
         self.stream_id = stream_id
+        self._on_idle = on_idle if idle_every > 0 else None
+        self._idle_every = idle_every
+        self._idle_ticks = 0
         self._cursor = cursor
         self._follower = StreamFollower(
             RunMessages(stream_id, bus=bus, read_backlog=read_backlog),
@@ -166,11 +175,24 @@ class RunEventStream:
                 if not batch:
                     await write(KEEPALIVE)
                     await self._refresh_lease(only_if_due=False)
+                    await self._idle_tick()
                     continue
+                self._idle_ticks = 0
                 await write(head + b"".join([frame(m.seq, m.raw) for m in batch]))
                 head = b""
                 metrics.messages_delivered(len(batch))
                 await self._refresh_lease(only_if_due=True)
+
+    async def _idle_tick(self) -> None:
+        if self._on_idle is None:
+            return
+        self._idle_ticks += 1
+        if self._idle_ticks % self._idle_every:
+            return
+        try:
+            await self._on_idle()
+        except Exception as exc:  # the stream goes on; the next check retries
+            log.info("stream %s: closed-run check failed: %r", self.stream_id, exc)
 
 
 class EventStreamResponse(Response):

@@ -4,8 +4,10 @@ One ``CollectorRegistry`` per process (``REGISTRY``); the gateway serves it on
 ``GET /metrics`` and the worker on its metrics port (``spindle.worker.metrics_server``).
 Every process registers every metric, but each moves only those it sees:
 
-- gateway: ``agent_runs_started_total`` and the stream-health metrics
-  (``spindle_sse_*``);
+- gateway: ``agent_runs_started_total``, the stream-health metrics
+  (``spindle_sse_*``), and from its closed-run sweep
+  ``spindle_runs_closed_outside_total{outcome}`` and the history-budget gauges
+  ``spindle_run_history_*`` (largest history among the open runs it saw);
 - worker: ``agent_runs_completed_total{outcome}``,
   ``agent_node_executions_total{nodeType,status}``,
   ``agent_node_duration_seconds{nodeType}``, ``agent_runs_inflight`` and
@@ -91,6 +93,28 @@ SSE_RECONNECTS = Counter(
     "SSE streams opened with a Last-Event-ID (header or lastEventId query)",
     registry=REGISTRY,
 )
+RUNS_CLOSED_OUTSIDE = Counter(
+    "spindle_runs_closed_outside_total",
+    "Runs Temporal closed without Spindle (terminate/cancel from Temporal, limits, "
+    "timeouts), noticed and ended on their stream, by outcome",
+    ["outcome"],
+    registry=REGISTRY,
+)
+RUN_HISTORY_EVENTS_MAX = Gauge(
+    "spindle_run_history_events_max",
+    "Largest Temporal history length (events) among the open runs last swept",
+    registry=REGISTRY,
+)
+RUN_HISTORY_BYTES_MAX = Gauge(
+    "spindle_run_history_bytes_max",
+    "Largest Temporal history size (bytes) among the open runs last swept",
+    registry=REGISTRY,
+)
+RUNS_HISTORY_OVER_HALF = Gauge(
+    "spindle_runs_history_over_half",
+    "Open runs last swept whose history passed half of Temporal's event or size limit",
+    registry=REGISTRY,
+)
 
 # Bounded: a run that finishes on another worker is never discarded here, and a
 # long-lived process must not keep one entry per such run for ever.
@@ -162,3 +186,17 @@ def messages_delivered(count: int) -> None:
     """``count`` messages were written to an SSE client."""
     if count > 0:
         SSE_MESSAGES_DELIVERED.inc(count)
+
+
+def run_closed_outside(outcome: str) -> None:
+    """Temporal closed a run without Spindle, and its stream was ended for it."""
+    RUNS_CLOSED_OUTSIDE.labels(outcome=outcome).inc()
+
+
+def history_observed(usage: list[tuple[int, int]], events_limit: int, bytes_limit: int) -> None:
+    """The (events, bytes) history usage of every open run one sweep described."""
+    RUN_HISTORY_EVENTS_MAX.set(max((events for events, _ in usage), default=0))
+    RUN_HISTORY_BYTES_MAX.set(max((size for _, size in usage), default=0))
+    RUNS_HISTORY_OVER_HALF.set(
+        sum(1 for events, size in usage if events * 2 > events_limit or size * 2 > bytes_limit)
+    )

@@ -132,6 +132,35 @@ class Settings(BaseSettings):
         description="Seconds between SSE keep-alive comments on an idle stream",
         validation_alias=_env("SSE_KEEPALIVE_SECONDS"),
     )
+    sse_closed_check_keepalives: int = Field(
+        4,
+        ge=0,
+        description=(
+            "Every this many keep-alives, an idle SSE stream asks Temporal whether its run "
+            "was closed from outside Spindle (then TERMINATED is posted and the stream ends); "
+            "0: never"
+        ),
+        validation_alias=_env("SSE_CLOSED_CHECK_KEEPALIVES"),
+    )
+    closed_run_sweep_seconds: float = Field(
+        30.0,
+        ge=0,
+        description=(
+            "Seconds between the gateway's sweeps over non-terminal run documents that "
+            "notice runs Temporal closed without Spindle (terminate, cancel, limits, "
+            "timeouts) and update the history gauges; 0: no sweep"
+        ),
+        validation_alias=_env("CLOSED_RUN_SWEEP_SECONDS"),
+    )
+    closed_run_sweep_batch: int = Field(
+        200,
+        ge=1,
+        le=10_000,
+        description=(
+            "Most non-terminal run documents one sweep looks at (least recently updated first)"
+        ),
+        validation_alias=_env("CLOSED_RUN_SWEEP_BATCH"),
+    )
     sse_shutdown_retry_ms: int = Field(
         1000,
         ge=0,

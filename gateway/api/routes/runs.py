@@ -131,15 +131,25 @@ async def list_runs(
 )
 async def get_run(
     workflow_id: str,
+    request: Request,
     *,
     run: ReadableRunDep,
     temporal: TemporalDep,
     archive: ArchiveDep,
+    bus: BusDep,
     settings: SettingsDep,
     base_url: BaseUrlDep,
 ) -> RunDetail:
+    # A run Temporal closed without Spindle is reconciled here, so that what
+    # this answers (status, error) is also what the stream and document say.
     return await describe_run(
-        workflow_id, temporal=temporal, archive=archive, settings=settings, base_url=base_url
+        workflow_id,
+        temporal=temporal,
+        archive=archive,
+        settings=settings,
+        base_url=base_url,
+        bus=bus,
+        on_closed=getattr(request.app.state, "on_run_closed", None),
     )
 
 
@@ -236,18 +246,22 @@ by_run_router = APIRouter(tags=["runs"])
 async def get_run_by_run_id(
     workflow_id: str,
     run_id: str,
+    request: Request,
     *,
     run: ReadableRunDep,
     temporal: TemporalDep,
     archive: ArchiveDep,
+    bus: BusDep,
     settings: SettingsDep,
     base_url: BaseUrlDep,
 ) -> RunDetail:
     return await get_run(
         workflow_id,
+        request,
         run=run,
         temporal=temporal,
         archive=archive,
+        bus=bus,
         settings=settings,
         base_url=base_url,
     )

@@ -25,6 +25,7 @@ from spindle.gateway.api.deps import (
     LimitsDep,
     ReadableRunDep,
     SettingsDep,
+    TemporalDep,
 )
 from spindle.gateway.api.models import SSE_EVENT_SCHEMA
 from spindle.gateway.auth.authenticator import Authenticator
@@ -32,6 +33,7 @@ from spindle.gateway.streams.follower import StreamCursor
 from spindle.gateway.streams.run_messages import store_reader
 from spindle.gateway.streams.sse import EventStreamResponse, RunEventStream
 from spindle.shared.contracts.errors import Forbidden, InvalidRequest
+from spindle.shared.temporal.closed_runs import ClosedRun, reconcile_closed_run
 
 router = APIRouter(tags=["messages"])
 
@@ -87,6 +89,7 @@ async def stream_messages(
     hub: HubDep,
     archive: ArchiveDep,
     settings: SettingsDep,
+    temporal: TemporalDep,
     since: Annotated[
         int | None, Query(ge=0, description="replay stored messages with ts > since (epoch ms)")
     ] = None,
@@ -112,6 +115,15 @@ async def stream_messages(
         after_seq = _event_id(last_event_id_query, "lastEventId")
     archive_or_none = archive if settings.archive_enabled else None
 
+    on_closed = getattr(request.app.state, "on_run_closed", None)
+
+    async def closed_check() -> ClosedRun | None:
+        # A run Temporal closed without Spindle posts nothing by itself: without
+        # this the stream would send keep-alives until the client gives up.
+        return await reconcile_closed_run(
+            workflow_id, temporal=temporal, bus=bus, archive=archive_or_none, on_closed=on_closed
+        )
+
     cursor = StreamCursor(after_seq=after_seq, since_ts=since, live_only=skip_history)
     lease = await limits.open_stream(identity.tenant_id)
     stream = RunEventStream(
@@ -122,6 +134,8 @@ async def stream_messages(
         cursor=cursor,
         keepalive_seconds=settings.sse_keepalive_seconds,
         lease=lease,
+        on_idle=closed_check,
+        idle_every=settings.sse_closed_check_keepalives,
     )
     # Ended with a retry hint when this process stops (spindle.gateway.streams.drain).
     return EventStreamResponse(stream, drain=getattr(request.app.state, "stream_drain", None))

@@ -87,6 +87,12 @@ async def ui_page() -> FileResponse:
     return _file(_asset("index.html"))
 
 
+@router.get(f"{UI_PREFIX}/runs")
+async def runs_page() -> FileResponse:
+    """Past and running runs: list, graph view and node inspector."""
+    return _file(_asset("runs.html"))
+
+
 @router.get(f"{UI_PREFIX}/config.json")
 async def ui_config(settings: SettingsDep) -> Response:
     """What the page needs to know before its first API call."""
