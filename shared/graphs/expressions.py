@@ -162,10 +162,18 @@ def compile_expression(expression: str) -> ParsedResult:
     return parsed
 
 
-class _Budget:
-    """The work and size one evaluation (or one template) may still spend."""
+class EvaluationBudget:
+    """The work and size one evaluation (or one template) may still spend.
 
-    def __init__(self, expression: str) -> None:
+    ``evaluate`` makes one per call; a caller evaluating once per item (a map or
+    filter over a list) passes one budget to every call, so the whole node is
+    bounded, not each item.
+
+    Args:
+        expression: named in the error when the budget runs out.
+    """
+
+    def __init__(self, expression: str = "") -> None:
         self.expression = expression
         self.steps = 0
         # id -> (value, size): a value built from shared parts ([@, @]) is measured
@@ -174,6 +182,11 @@ class _Budget:
         self._sizes: dict[int, tuple[Any, int]] = {}
 
     def step(self) -> None:
+        """Count one unit of work.
+
+        Raises:
+            ExpressionTooCostly: past ``MAX_EVALUATION_STEPS``.
+        """
         self.steps += 1
         if self.steps > MAX_EVALUATION_STEPS:
             raise ExpressionTooCostly(
@@ -182,6 +195,11 @@ class _Budget:
             )
 
     def check_size(self, value: Any) -> int:
+        """The size of ``value`` as compact JSON, about (each shared part measured once).
+
+        Raises:
+            ExpressionTooCostly: over ``MAX_RESULT_SIZE``, or past the work cap.
+        """
         try:
             size = self._size(value)
         except RecursionError as exc:
@@ -218,7 +236,7 @@ class _Budget:
 class _BudgetedInterpreter(TreeInterpreter):
     """JMESPath's tree interpreter, counting each visit and measuring what it builds."""
 
-    def __init__(self, budget: _Budget) -> None:
+    def __init__(self, budget: EvaluationBudget) -> None:
         super().__init__()
         self._budget = budget
 
@@ -230,7 +248,7 @@ class _BudgetedInterpreter(TreeInterpreter):
         return result
 
 
-def _search(expression: str, data: Any, budget: _Budget) -> Any:
+def _search(expression: str, data: Any, budget: EvaluationBudget) -> Any:
     parsed = compile_expression(expression)
     try:
         return _BudgetedInterpreter(budget).visit(parsed.parsed, data)
@@ -240,15 +258,25 @@ def _search(expression: str, data: Any, budget: _Budget) -> Any:
         raise ExpressionTooCostly(f"cannot evaluate {expression!r}: nested too deeply") from exc
 
 
-def evaluate(expression: str, data: Any) -> Any:
+def evaluate(expression: str, data: Any, *, budget: EvaluationBudget | None = None) -> Any:
     """Evaluate an expression over ``data`` (the run state), within the caps.
+
+    Args:
+        expression: JMESPath.
+        data: what it reads.
+        budget: shared with other evaluations (see ``EvaluationBudget``); a fresh
+            one when None.
 
     Raises:
         ExpressionError: it does not compile or fails; ``ExpressionTooCostly`` when
             it passes ``MAX_EVALUATION_STEPS`` or builds a value larger than
             ``MAX_RESULT_SIZE``.
     """
-    return _search(expression, data, _Budget(expression))
+    if budget is None:
+        budget = EvaluationBudget(expression)
+    else:
+        budget.expression = expression
+    return _search(expression, data, budget)
 
 
 def is_truthy(value: Any) -> bool:
@@ -279,7 +307,7 @@ def render_template(text: str, data: Any) -> str:
     out: list[str] = []
     length = 0
     pos = 0
-    budget = _Budget(text)
+    budget = EvaluationBudget(text)
     while True:
         start = text.find(_TEMPLATE_FIELD, pos)
         if start < 0:

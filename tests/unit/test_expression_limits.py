@@ -175,3 +175,15 @@ def test_a_template_writes_integers_beyond_64_bits() -> None:
 def test_too_deeply_nested_is_refused() -> None:
     with pytest.raises(ExpressionTooCostly, match="nested too deeply"):
         compile_expression("||".join("a" * 100))
+
+
+def test_a_shared_budget_bounds_many_evaluations_together() -> None:
+    # A node evaluating once per item (map, filter) bounds the node, not each item.
+    from spindle.shared.graphs.expressions import EvaluationBudget
+
+    budget = EvaluationBudget()
+    item = {"a": list(range(1000))}
+    with pytest.raises(ExpressionTooCostly, match="evaluation steps"):
+        for _ in range(MAX_EVALUATION_STEPS):
+            evaluate("a[*]", item, budget=budget)
+    assert evaluate("a[*]", item) == list(range(1000))  # alone, well within
