@@ -34,6 +34,7 @@ Each class's ``ApplicationError`` type is its own name::
     │   └── Forbidden                403   -32004   action not allowed on a visible run
     │                                               (other tenants' runs: NotFound)
     ├── PayloadTooLarge              413   -32600   body, upload or field too large
+    ├── HeadersTooLarge              431   -32600   request line and headers too large
     ├── RateLimited                  429   -32005   over a rate or stream limit; retry
     ├── Unavailable                  503   -32000   a backing service is down; retry
     │   └── WorkstreamStartFailed    503   -32000   Temporal refused the child; retry
@@ -267,6 +268,12 @@ class PayloadTooLarge(SpindleError):
     """A body, upload or field over its limit."""
 
     status, jsonrpc_code, title = 413, -32600, "Payload too large"
+
+
+class HeadersTooLarge(SpindleError):
+    """A request's line and headers together over the gateway's limit."""
+
+    status, jsonrpc_code, title = 431, -32600, "Request header fields too large"
 
 
 class RateLimited(SpindleError):

@@ -21,6 +21,7 @@ from spindle.shared.graphs.catalog import Catalog
 from spindle.shared.graphs.expressions import (
     ExpressionError,
     compile_expression,
+    rule_of,
     template_expressions,
 )
 from spindle.shared.graphs.graph_errors import GraphError, graph_error, schema_errors
@@ -80,14 +81,17 @@ def _check_expressions(
                 for expression in template_expressions(text):
                     compile_expression(expression)
             except ExpressionError as exc:
-                errors.append(graph_error(node.id, path, "bad_template", str(exc)))
+                rule = rule_of(exc, "bad_template")
+                errors.append(graph_error(node.id, path, rule, str(exc)))
     for name in expressions:
         value = node.params.get(name)
         if isinstance(value, str) and name not in node.inputs:
             try:
                 compile_expression(value)
             except ExpressionError as exc:
-                errors.append(graph_error(node.id, f"params.{name}", "bad_expression", str(exc)))
+                field = f"params.{name}"
+                rule = rule_of(exc, "bad_expression")
+                errors.append(graph_error(node.id, field, rule, str(exc)))
     return errors
 
 

@@ -301,6 +301,20 @@ class Settings(BaseSettings):
         description="Largest single message a run may post; longer text is cut and marked",
         validation_alias=_env("MAX_MESSAGE_BYTES"),
     )
+    max_answer_bytes: int = Field(
+        65_536,
+        ge=1024,
+        description="Largest answer to a prompt (its data and message as JSON), in bytes "
+        "(more is refused with a 422 and the prompt keeps waiting)",
+        validation_alias=_env("MAX_ANSWER_BYTES"),
+    )
+    max_header_bytes: int = Field(
+        65_536,
+        ge=1024,
+        description="Largest request line plus headers the gateway reads, in bytes "
+        "(more is answered 431 and the connection closed)",
+        validation_alias=_env("MAX_HEADER_BYTES"),
+    )
     max_upload_bytes: int = Field(
         26_214_400,
         ge=1024,
