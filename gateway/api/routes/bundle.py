@@ -9,6 +9,8 @@ document has these parts:
 * ``node_reports``: the archived node reports, with their inputs and outputs;
 * ``history``: the Temporal event history as JSON (``temporal history``'s
   format, what ``Replayer`` reads), or null once Temporal no longer keeps it.
+  The ``identity`` of the workers and clients that acted on the run
+  (``pid@hostname``) is blanked: a bundle leaves the servers, their names stay.
 
 * ``trace``: the run's NodeMessages (the ``run_trace`` collection), in order,
   each with the ``traceId`` / ``spanId`` of the span that recorded it;
@@ -150,4 +152,17 @@ async def _history(temporal: Client, workflow_id: str) -> dict[str, Any] | None:
         if exc.status == RPCStatusCode.NOT_FOUND:
             return None  # past Temporal's retention: the archive still has the rest
         raise temporal_error(exc) from exc
-    return history.to_json_dict()
+    scrubbed: dict[str, Any] = _without_identities(history.to_json_dict())
+    return scrubbed
+
+
+def _without_identities(node: Any) -> Any:
+    """``node`` with every ``identity`` string emptied (replay does not read them)."""
+    if isinstance(node, dict):
+        return {
+            key: "" if key == "identity" and isinstance(value, str) else _without_identities(value)
+            for key, value in node.items()
+        }
+    if isinstance(node, list):
+        return [_without_identities(item) for item in node]
+    return node
