@@ -9,8 +9,9 @@ document has these parts:
 * ``node_reports``: the archived node reports, with their inputs and outputs;
 * ``history``: the Temporal event history as JSON (``temporal history``'s
   format, what ``Replayer`` reads), or null once Temporal no longer keeps it.
-  The ``identity`` of the workers and clients that acted on the run
-  (``pid@hostname``) is blanked: a bundle leaves the servers, their names stay.
+  The identities of the workers and clients that acted on the run and the
+  workers' sticky queues (``pid@hostname``) are blanked: a bundle leaves the
+  servers, their names stay behind.
 
 * ``trace``: the run's NodeMessages (the ``run_trace`` collection), in order,
   each with the ``traceId`` / ``spanId`` of the span that recorded it;
@@ -157,10 +158,15 @@ async def _history(temporal: Client, workflow_id: str) -> dict[str, Any] | None:
 
 
 def _without_identities(node: Any) -> Any:
-    """``node`` with every ``identity`` string emptied (replay does not read them)."""
+    """``node`` with the names of workers and clients emptied (replay does not read them):
+    every ``…identity`` string and the names of sticky task queues (``pid@host-…``)."""
     if isinstance(node, dict):
+        sticky = node.get("kind") == "TASK_QUEUE_KIND_STICKY"
         return {
-            key: "" if key == "identity" and isinstance(value, str) else _without_identities(value)
+            key: ""
+            if isinstance(value, str)
+            and (key.lower().endswith("identity") or (sticky and key == "name"))
+            else _without_identities(value)
             for key, value in node.items()
         }
     if isinstance(node, list):
