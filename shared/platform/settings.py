@@ -261,6 +261,31 @@ class Settings(BaseSettings):
         ),
         validation_alias=_env("RUN_CONTROL_ROLES"),
     )
+    graph_write_roles: list[str] = Field(
+        default_factory=lambda: ["admin", "graph-editor"],
+        description=(
+            "Roles that may register or replace graphs of their tenant (`PUT /graphs/{name}`); "
+            "JSON list. Reading and running graphs needs no role"
+        ),
+        validation_alias=_env("GRAPH_WRITE_ROLES"),
+    )
+    auth_failure_limit: int = Field(
+        20,
+        ge=1,
+        description=(
+            "Failed authentications one client address may make per "
+            "`auth_failure_window_seconds`; then every request of that address gets 429 "
+            "with Retry-After until the window ends (counted in Redis, shared by all gateways)"
+        ),
+        validation_alias=_env("AUTH_FAILURE_LIMIT"),
+    )
+    auth_failure_window_seconds: int = Field(
+        60,
+        ge=1,
+        le=86_400,
+        description="The window of `auth_failure_limit`, in seconds",
+        validation_alias=_env("AUTH_FAILURE_WINDOW_SECONDS"),
+    )
     api_key_cache_seconds: float = Field(
         10.0,
         ge=0,

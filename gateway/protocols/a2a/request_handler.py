@@ -195,7 +195,7 @@ class SpindleRequestHandler(RequestHandler):
         await _push_store(call).put(
             call.identity, config, snapshot=snapshot, cursor=cursor, protocol=protocol_of(context)
         )
-        return config
+        return masked(config)
 
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
@@ -208,7 +208,7 @@ class SpindleRequestHandler(RequestHandler):
                 message=f"task '{params.task_id}' has no push notification config "
                 f"'{params.id or params.task_id}'"
             )
-        return config
+        return masked(config)
 
     async def on_list_task_push_notification_configs(
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
@@ -216,7 +216,7 @@ class SpindleRequestHandler(RequestHandler):
         call = call_of(context)
         await authorize(call, params.task_id, RunAction.READ)
         configs = await _push_store(call).list(params.task_id)
-        return ListTaskPushNotificationConfigsResponse(configs=configs)
+        return ListTaskPushNotificationConfigsResponse(configs=[masked(c) for c in configs])
 
     async def on_delete_task_push_notification_config(
         self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
@@ -271,3 +271,23 @@ def _apply(task: Task | None, event: Event) -> Task | None:
     elif isinstance(event, TaskArtifactUpdateEvent):
         task.artifacts.append(event.artifact)
     return task
+
+
+# Shown in place of a stored secret: push tokens and credentials are write-only.
+MASK = "********"
+
+
+def masked(config: TaskPushNotificationConfig) -> TaskPushNotificationConfig:
+    """``config`` as a caller may see it: the token and credentials replaced by ``MASK``.
+
+    Anyone who may read a task may read its push configs, but the token and
+    credentials let their holder post to (or as) the receiver: they are never
+    returned once stored, not even to the user who set them.
+    """
+    shown = TaskPushNotificationConfig()
+    shown.CopyFrom(config)
+    if shown.token:
+        shown.token = MASK
+    if shown.HasField("authentication") and shown.authentication.credentials:
+        shown.authentication.credentials = MASK
+    return shown

@@ -19,6 +19,7 @@ from pymongo.errors import ConnectionFailure
 from starlette.requests import Request
 from starlette.responses import Response
 
+from spindle.gateway.api.deps import authenticate
 from spindle.gateway.protocols.jsonrpc import registry
 from spindle.gateway.protocols.jsonrpc.protocol import (
     INTERNAL_ERROR,
@@ -48,15 +49,13 @@ def json_response(body: Any) -> Response:
 async def caller(request: Request) -> Identity | None:
     """The authenticated caller, or None when the credentials are missing or bad.
 
-    Stream tokens only read one run's stream: they do not call methods.
+    Stream tokens only read one run's stream: they do not call methods
+    (``deps.authenticate`` refuses them here with ``Forbidden``, an ``Unauthorized``).
     """
     try:
-        identity: Identity = await request.app.state.authenticator.authenticate(request)
+        return await authenticate(request)
     except Unauthorized:
         return None
-    if identity.run_scope is not None:
-        return None
-    return identity
 
 
 async def answer(request: Request) -> Response:
