@@ -68,6 +68,8 @@ def subprocess_env(settings: Settings) -> dict[str, str]:
         "SPINDLE_MAX_STREAMS_PER_TENANT": str(settings.max_streams_per_tenant),
         "SPINDLE_MAX_BODY_BYTES": str(settings.max_body_bytes),
         "SPINDLE_MAX_UPLOAD_BYTES": str(settings.max_upload_bytes),
+        "SPINDLE_OUTBOUND_ALLOW": settings.outbound_allow,
+        "SPINDLE_JSONRPC_MAX_BATCH": str(settings.jsonrpc_max_batch),
         "SPINDLE_LOG_LEVEL": "INFO",
         # No worker metrics ports: parallel sessions would fight over them.
         "SPINDLE_WORKER_METRICS_PORT": "0",
@@ -199,6 +201,9 @@ def e2e_settings(settings: Settings) -> Settings:
             "rate_limit_run_starts": 100_000,
             "rate_limit_signals": 100_000,
             "max_streams_per_tenant": 10_000,
+            # The tests' callback receivers listen on 127.0.0.1 (only that address:
+            # tests/e2e/test_outbound.py checks that the rest of loopback is refused).
+            "outbound_allow": "127.0.0.1/32",
         }
     )
 

@@ -48,8 +48,9 @@ from spindle.gateway.runs.temporal import new_workflow_id
 from spindle.shared.contracts.errors import Conflict, NotFound
 from spindle.shared.contracts.tasks import TERMINAL_STATUSES, Task, is_uuid
 from spindle.shared.graphs.task_tree import TASK_RUN_META, TaskRunMeta, build_task_graph, node_id_of
+from spindle.shared.platform.outbound import outbound_policy
 from spindle.shared.tasks.events import TaskEventLog, status_event
-from spindle.shared.tasks.push import PushOutbox, push_config_of
+from spindle.shared.tasks.push import PushOutbox, checked_push_config
 from spindle.shared.tasks.store import TaskStore
 from spindle.shared.tasks.tracking import TaskTracker
 
@@ -118,7 +119,8 @@ async def execute(params: dict[str, Any], ctx: RpcContext) -> Any:
     """Validate a task tree and run it as one graph run (see the module docstring)."""
     store = await task_store(ctx)
     streaming = wants_stream(params, ctx.envelope) and not ctx.in_batch
-    push = push_config_of(ctx.envelope, params)
+    # Refused here, before anything is claimed, when the URL is not allowed.
+    push = await checked_push_config(ctx.envelope, params, outbound_policy(ctx.state.settings))
     root_id, tasks = await _tasks_to_run(store, params, ctx)
     tenant = ctx.identity.tenant_id
     root = next(t for t in tasks if t.id == root_id)
@@ -133,7 +135,8 @@ async def execute(params: dict[str, Any], ctx: RpcContext) -> Any:
     await _claim(store, tenant, root_id, [t.id for t in tasks if t.id != root_id], workflow_id)
     tracker = _tracker(ctx, store)
     if push is not None:
-        await PushOutbox(ctx.state.bus.redis).configure(root_id, push)
+        configured = push.model_copy(update={"tenant_id": tenant})
+        await PushOutbox(ctx.state.bus.redis).configure(root_id, configured)
     await tracker.publish(
         status_event(task_id=root_id, root_task_id=root_id, status="in_progress", progress=0.0)
     )
