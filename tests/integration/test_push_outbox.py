@@ -109,13 +109,16 @@ async def silent_server() -> AsyncIterator[tuple[int, list[int]]]:
     """Accepts connections and never answers; yields its port and the live connection count."""
     live = [0]
     peak = [0]
-    hold = asyncio.Event()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         live[0] += 1
         peak[0] = max(peak[0], live[0])
         try:
-            await hold.wait()
+            # Read (never answer) until the client gives up and closes.
+            while await reader.read(65536):
+                pass
+        except ConnectionError:
+            pass
         finally:
             live[0] -= 1
             writer.close()
@@ -124,7 +127,6 @@ async def silent_server() -> AsyncIterator[tuple[int, list[int]]]:
     try:
         yield server.sockets[0].getsockname()[1], peak
     finally:
-        hold.set()
         server.close()
 
 
@@ -200,3 +202,29 @@ def test_a_refused_url_or_header_names_its_field() -> None:
     with pytest.raises(OutboundRefused) as caught:
         push_config_of({"configuration": {"push_notification_config": host}}, {}, policy)
     assert caught.value.errors[0]["field"] == "configuration.push_notification_config.headers"
+
+
+async def test_logged_push_urls_carry_no_credentials(
+    outbox: PushOutbox, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Issue 15 (low): push URLs with embedded passwords were logged.
+    policy = OutboundPolicy.parse("127.0.0.1/32")
+    async with callback_receiver(lambda n: 500) as receiver:
+        root = new_task_id()
+        url = f"http://bob:hunter2@127.0.0.1:{receiver.port}/hook?token=s3cret"
+        await outbox.configure(root, PushConfig(url=url))
+        await outbox.enqueue(update(root))
+        with caplog.at_level("INFO"):
+            async with guarded_client(policy, timeout=2) as client:
+                await outbox.drain(client)
+        plain = PushConfig(url=f"{receiver.url}?token=s3cret")
+        await outbox.configure(root, plain)
+        await outbox.redis.zadd(DUE_KEY, {root: 0}, xx=True)
+        with caplog.at_level("INFO"):
+            async with guarded_client(policy, timeout=2) as client:
+                await outbox.drain(client)
+    assert receiver.statuses == [500], "the URL with credentials was never called"
+    # configure_logging silences httpx's own request lines (tests/unit/test_outbound_policy.py).
+    logged = "\n".join(r.getMessage() for r in caplog.records if r.name != "httpx")
+    assert f"127.0.0.1:{receiver.port}/hook" in logged
+    assert "hunter2" not in logged and "s3cret" not in logged and "bob" not in logged

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import ipaddress
+import logging
 import socket
 from collections.abc import AsyncIterator
 
@@ -13,12 +15,14 @@ import httpx
 import pytest
 
 from spindle.shared.contracts.errors import OutboundRefused
+from spindle.shared.platform.logging_setup import configure_logging
 from spindle.shared.platform.outbound import (
     OutboundPolicy,
     guarded_client,
     loggable_url,
     refusal_reason,
 )
+from spindle.shared.platform.settings import Settings
 from tests.callback_receiver import callback_receiver
 
 DEFAULT = OutboundPolicy()
@@ -168,3 +172,20 @@ async def test_redirects_are_not_followed() -> None:
         assert reply.status_code == 307
         assert inner.statuses == []
     assert isinstance(reply, httpx.Response)
+
+
+def test_httpx_request_lines_are_not_logged_at_info() -> None:
+    # httpx logs each request's full URL (a push URL's token included) at INFO.
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level, logging.getLogger("httpx").level)
+    try:
+        configure_logging(Settings(log_level="INFO"), stream=io.StringIO())
+        assert not logging.getLogger("httpx").isEnabledFor(logging.INFO)
+        assert logging.getLogger("spindle").isEnabledFor(logging.INFO)
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in saved[0]:
+            root.addHandler(handler)
+        root.setLevel(saved[1])
+        logging.getLogger("httpx").setLevel(saved[2])
