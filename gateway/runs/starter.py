@@ -170,6 +170,7 @@ async def start_workflow(
     """Start ``GraphRun`` (the one place runs are started; ``permit`` from ``admit_run_start``)."""
     if permit.tenant_id != run_input.tenant_id:
         raise ValueError("a run start permit is for its own tenant only")
+    run_input = run_input.model_copy(update={"max_live_workstreams": settings.max_live_workstreams})
     search_attributes = TypedSearchAttributes(
         [
             SearchAttributePair(TENANT_KEY, run_input.tenant_id),
