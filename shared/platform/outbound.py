@@ -32,15 +32,12 @@ import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
 from spindle.shared.contracts.errors import OutboundRefused
-
-if TYPE_CHECKING:
-    from spindle.shared.platform.settings import Settings
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -229,19 +226,35 @@ class OutboundPolicy:
         literal = _literal_address(host)
         if literal is not None:
             return Target(host, port, str(literal))
-        loop = asyncio.get_running_loop()
         try:
-            async with asyncio.timeout(RESOLVE_TIMEOUT_SECONDS):
-                infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            addresses = await _addresses(host, port)
         except (OSError, TimeoutError) as exc:
             raise _refused(url, f"host {host!r} does not resolve ({exc})") from exc
-        addresses = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
-        if not addresses:
-            raise _refused(url, f"host {host!r} resolves to no address")
-        if host not in self.allowed_hosts:
-            for address in addresses:
-                self.check_address(url, address)
+        self._check_all(url, host, addresses)
         return Target(host, port, str(addresses[0]))
+
+    async def check_registration(self, url: str) -> None:
+        """What can be checked when a URL is registered: ``check_url``, then every
+        address the host resolves to now. A name that does not resolve yet is
+        accepted: each delivery resolves and checks again.
+
+        Raises:
+            OutboundRefused: the URL, or an address it resolves to, is refused.
+        """
+        host, port = self.check_url(url)
+        if _literal_address(host) is not None:
+            return
+        try:
+            addresses = await _addresses(host, port)
+        except (OSError, TimeoutError):
+            return
+        self._check_all(url, host, addresses)
+
+    def _check_all(self, url: str, host: str, addresses: list[IPAddress]) -> None:
+        if host in self.allowed_hosts:
+            return
+        for address in addresses:
+            self.check_address(url, address)
 
     @staticmethod
     def check_headers(headers: Mapping[str, str], *, field: str = "headers") -> None:
@@ -252,6 +265,21 @@ class OutboundPolicy:
                 f"{field}: {', '.join(bad)} may not be set (the connection's own headers)",
                 errors=[{"field": field, "reason": f"forbidden header(s): {', '.join(bad)}"}],
             )
+
+
+async def _addresses(host: str, port: int) -> list[IPAddress]:
+    """Every address ``host`` resolves to (at least one).
+
+    Raises:
+        OSError, TimeoutError: the name does not resolve (in time).
+    """
+    loop = asyncio.get_running_loop()
+    async with asyncio.timeout(RESOLVE_TIMEOUT_SECONDS):
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    addresses = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
+    if not addresses:
+        raise OSError(f"{host!r} resolves to no address")
+    return addresses
 
 
 def _refused(url: str, reason: str) -> OutboundRefused:
@@ -267,8 +295,13 @@ def _parsed(allow: str) -> OutboundPolicy:
     return OutboundPolicy.parse(allow)
 
 
-def outbound_policy(settings: Settings) -> OutboundPolicy:
-    """The policy of ``settings.outbound_allow``."""
+class _AllowSetting(Protocol):
+    @property
+    def outbound_allow(self) -> str: ...
+
+
+def outbound_policy(settings: _AllowSetting) -> OutboundPolicy:
+    """The policy of ``settings.outbound_allow`` (a ``Settings``)."""
     return _parsed(settings.outbound_allow)
 
 

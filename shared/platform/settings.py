@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 JwtAlgorithm = Literal["HS256", "RS256"]
@@ -297,6 +297,7 @@ class Settings(BaseSettings):
         ),
         validation_alias=_env("OUTBOUND_ALLOW"),
     )
+
     push_timeout_seconds: float = Field(
         5.0,
         gt=0,
@@ -499,6 +500,15 @@ class Settings(BaseSettings):
         description="Longest payload snapshot in a log line, in characters",
         validation_alias=_env("LOG_PAYLOAD_MAX_CHARS"),
     )
+
+    @field_validator("outbound_allow")
+    @classmethod
+    def _outbound_allow_parses(cls, value: str) -> str:
+        # Refused at startup, not at the first push.
+        from spindle.shared.platform.outbound import OutboundPolicy
+
+        OutboundPolicy.parse(value)
+        return value
 
     @property
     def base_url(self) -> str:

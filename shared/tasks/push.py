@@ -198,12 +198,12 @@ async def checked_push_config(
 
     Raises:
         ValidationFailed, OutboundRefused: as ``push_config_of``; also when the
-            host resolves to a refused address or does not resolve.
+            host resolves to a refused address (a name that does not resolve yet passes).
     """
     config = push_config_of(envelope, params, policy)
     if config is not None:
         try:
-            await policy.resolve(config.url)
+            await policy.check_registration(config.url)
         except OutboundRefused as exc:
             raise _renamed(exc) from exc
     return config

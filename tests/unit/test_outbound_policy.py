@@ -189,3 +189,18 @@ def test_httpx_request_lines_are_not_logged_at_info() -> None:
             root.addHandler(handler)
         root.setLevel(saved[1])
         logging.getLogger("httpx").setLevel(saved[2])
+
+
+async def test_registration_accepts_a_name_that_does_not_resolve_yet() -> None:
+    # Delivery resolves and checks again; registration refuses only what it can see.
+    url = "https://hooks.invalid/push"
+    await DEFAULT.check_registration(url)
+    with pytest.raises(OutboundRefused, match="does not resolve"):
+        await DEFAULT.resolve(url)
+    with pytest.raises(OutboundRefused, match="loopback"):
+        await DEFAULT.check_registration("http://0x7f000001/")
+
+
+def test_a_malformed_allow_list_is_refused_at_startup() -> None:
+    with pytest.raises(ValueError, match="outbound_allow"):
+        Settings(outbound_allow="10.0.0.0/8, not a/host")

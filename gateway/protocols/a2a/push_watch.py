@@ -161,10 +161,10 @@ async def checked_url(config: TaskPushNotificationConfig, policy: OutboundPolicy
     """Resolve the config's host and check every address (after ``validated``).
 
     Raises:
-        InvalidParamsError: the policy refuses an address, or the host does not resolve.
+        InvalidParamsError: the policy refuses an address the host resolves to now.
     """
     try:
-        await policy.resolve(config.url)
+        await policy.check_registration(config.url)
     except OutboundRefused as exc:
         raise _invalid_url(exc) from exc
 
