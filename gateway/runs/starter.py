@@ -1,5 +1,11 @@
 """Starting a run: validate everything first, then start ``GraphRun`` by name.
 
+Every path that starts runs (REST ``POST /runs``, fork, JSON-RPC
+``tasks.execute`` single or in a batch, A2A message/send and message/stream)
+first calls ``admit_run_start``: the tenant's run-start limit, counted once per
+start. The start functions here take its ``RunStartPermit``, so no path can
+start a run without passing the limit.
+
 Nothing is started or written when validation fails. Once Temporal has
 accepted the start the run is real: the archive document and the stream's
 metadata are written best-effort (a failure is logged, the client still gets
@@ -9,6 +15,7 @@ its ids, and the worker's own writes fill the archive in).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,6 +30,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from spindle.gateway.api.models import StartRunRequest, StartRunResponse
+from spindle.gateway.limits.tenant_limits import TenantLimits
 from spindle.gateway.runs.catalog_cache import CatalogCache
 from spindle.gateway.runs.temporal import (
     GRAPH_KEY,
@@ -46,6 +54,23 @@ from spindle.shared.store.archive import RunArchive, RunRecord
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class RunStartPermit:
+    """Proof that one run start of ``tenant_id`` passed the tenant's run-start limit."""
+
+    tenant_id: str
+
+
+async def admit_run_start(limits: TenantLimits, tenant_id: str) -> RunStartPermit:
+    """Count one run start against the tenant's limit (every start path calls this).
+
+    Raises:
+        RateLimited: over ``rate_limit_run_starts`` (429 / -32005, Retry-After).
+    """
+    await limits.check_run_start(tenant_id)
+    return RunStartPermit(tenant_id)
+
+
 async def resolve_graph(body: StartRunRequest, archive: RunArchive, tenant_id: str) -> GraphSpec:
     """The graph to run: the registered one by name, or the inline spec.
 
@@ -67,6 +92,7 @@ async def resolve_graph(body: StartRunRequest, archive: RunArchive, tenant_id: s
 async def start_run(
     body: StartRunRequest,
     *,
+    permit: RunStartPermit,
     tenant_id: str,
     user_id: str | None,
     idempotency_key: str | None,
@@ -102,8 +128,8 @@ async def start_run(
         user_id=user_id,
     )
     try:
-        handle = await _start(
-            temporal, run_input, workflow_id, settings, idempotent=bool(idempotency_key)
+        handle = await start_workflow(
+            temporal, run_input, workflow_id, settings, permit, idempotent=bool(idempotency_key)
         )
     except WorkflowAlreadyStartedError as exc:
         # A retried POST whose run already finished: answer with that run.
@@ -132,14 +158,19 @@ async def start_run(
     return response, started
 
 
-async def _start(
+async def start_workflow(
     temporal: Client,
     run_input: GraphRunInput,
     workflow_id: str,
     settings: Settings,
+    permit: RunStartPermit,
     *,
     idempotent: bool,
 ) -> WorkflowHandle[Any, Any]:
+    """Start ``GraphRun`` (the one place runs are started; ``permit`` from ``admit_run_start``)."""
+    if permit.tenant_id != run_input.tenant_id:
+        raise ValueError("a run start permit is for its own tenant only")
+    run_input = run_input.model_copy(update={"max_live_workstreams": settings.max_live_workstreams})
     search_attributes = TypedSearchAttributes(
         [
             SearchAttributePair(TENANT_KEY, run_input.tenant_id),

@@ -21,7 +21,8 @@ Each class's ``ApplicationError`` type is its own name::
     │   ├── ExecutorNotFound         422   -32003   unknown node type / executor
     │   ├── InvalidParams            422   -32602   node params no retry can fix
     │   ├── InvalidSteer             422   -32602   a steer the workstream refuses
-    │   └── UnknownTool              422   -32602   not a workstream tool
+    │   ├── UnknownTool              422   -32602   not a workstream tool
+    │   └── OutboundRefused          422   -32602   a URL the outbound policy refuses
     ├── CircularDependency           422   -32002   a dependency cycle
     ├── NotFound                     404   -32001   unknown (or invisible) run, graph, task
     │   └── UnknownWorkstream        404   -32001   no such workstream in the run
@@ -212,6 +213,10 @@ class InvalidSteer(ValidationFailed):
 
 class UnknownTool(ValidationFailed):
     """A call to a tool the workstream supervisor does not answer."""
+
+
+class OutboundRefused(ValidationFailed):
+    """A caller-chosen URL (push callback) the outbound policy refuses (names the problem)."""
 
 
 class CircularDependency(SpindleError):

@@ -82,6 +82,14 @@ class GraphRunInput(BaseModel):
         description="fork: node id → recorded outcome; these nodes complete without running",
     )
     fork_of: str | None = Field(None, description="fork: the workflow id whose outputs are reused")
+    max_live_workstreams: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "workstreams the run may have running at once (the gateway sets the "
+            "max_live_workstreams setting; None: the supervisor's default)"
+        ),
+    )
 
 
 class GraphRunResult(BaseModel):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 JwtAlgorithm = Literal["HS256", "RS256"]
@@ -320,6 +320,74 @@ class Settings(BaseSettings):
         description="Concurrent SSE streams one tenant may hold open (then 429)",
         validation_alias=_env("MAX_STREAMS_PER_TENANT"),
     )
+    jsonrpc_max_batch: int = Field(
+        50,
+        ge=1,
+        le=10_000,
+        description=(
+            "Most members one JSON-RPC batch may hold; a longer batch is refused whole "
+            "(-32600) before any member runs"
+        ),
+        validation_alias=_env("JSONRPC_MAX_BATCH"),
+    )
+    max_live_workstreams: int = Field(
+        32,
+        ge=1,
+        le=10_000,
+        description=(
+            "Workstreams one run may have running at once; a launch past it is refused "
+            "(the agent or tool gets the error, the run goes on)"
+        ),
+        validation_alias=_env("MAX_LIVE_WORKSTREAMS"),
+    )
+
+    # Outbound calls to caller-chosen URLs (push notifications)
+    outbound_allow: str = Field(
+        "",
+        description=(
+            "Comma-separated host names and CIDRs that outbound URLs may reach although "
+            "the policy refuses them by default (loopback, private, link-local, metadata "
+            "addresses); e.g. `127.0.0.0/8,::1/128` (what `spindle dev` sets)"
+        ),
+        validation_alias=_env("OUTBOUND_ALLOW"),
+    )
+
+    push_timeout_seconds: float = Field(
+        5.0,
+        gt=0,
+        le=60,
+        description="Timeout of one push notification POST (connect, send and answer)",
+        validation_alias=_env("PUSH_TIMEOUT_SECONDS"),
+    )
+    push_max_in_flight: int = Field(
+        64,
+        ge=1,
+        le=10_000,
+        description="Push POSTs one worker process has in flight at once, across destinations",
+        validation_alias=_env("PUSH_MAX_IN_FLIGHT"),
+    )
+    push_per_destination: int = Field(
+        4,
+        ge=1,
+        le=1000,
+        description="Push POSTs in flight at once to one destination (host and port)",
+        validation_alias=_env("PUSH_PER_DESTINATION"),
+    )
+    push_breaker_failures: int = Field(
+        5,
+        ge=1,
+        description=(
+            "Consecutive failed pushes to one destination that open its breaker "
+            "(its deliveries wait push_breaker_seconds)"
+        ),
+        validation_alias=_env("PUSH_BREAKER_FAILURES"),
+    )
+    push_breaker_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="How long an open breaker holds a failing destination's deliveries",
+        validation_alias=_env("PUSH_BREAKER_SECONDS"),
+    )
     max_message_bytes: int = Field(
         262_144,
         ge=1024,
@@ -500,6 +568,15 @@ class Settings(BaseSettings):
         description="Longest payload snapshot in a log line, in characters",
         validation_alias=_env("LOG_PAYLOAD_MAX_CHARS"),
     )
+
+    @field_validator("outbound_allow")
+    @classmethod
+    def _outbound_allow_parses(cls, value: str) -> str:
+        # Refused at startup, not at the first push.
+        from spindle.shared.platform.outbound import OutboundPolicy
+
+        OutboundPolicy.parse(value)
+        return value
 
     @property
     def base_url(self) -> str:

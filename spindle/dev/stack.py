@@ -62,8 +62,14 @@ def stack_overrides(config: DevConfig) -> dict[str, Any]:
         "gateway_host": config.host,
         "gateway_port": config.gateway_port,
         **auth,
+        # Push callbacks to a receiver on this machine are what local development
+        # needs; the banner says loopback is allowed (docs/protocols.md).
+        "outbound_allow": DEV_OUTBOUND_ALLOW,
     }
 
+
+# The outbound policy refuses loopback; the dev stack lets it through (only it).
+DEV_OUTBOUND_ALLOW = "127.0.0.0/8,::1/128,localhost"
 
 # Demo pacing of the offline model, so that `spindle dev` shows an answer arriving
 # token by token; the environment's own value wins.
@@ -263,6 +269,7 @@ class DevStack:
             ("MongoDB", redact_url(cfg.effective_mongo_url) + mongo_note),
             ("Example graphs", ", ".join(self.example_graphs) or "(none)"),
             ("Data and logs", f"{cfg.data_dir.resolve()}"),
+            ("Push callbacks", f"loopback allowed (SPINDLE_OUTBOUND_ALLOW={DEV_OUTBOUND_ALLOW})"),
         ]
         width = max(len(label) for label, _ in rows)
         lines = ["", "Spindle is running."]

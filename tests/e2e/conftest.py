@@ -70,6 +70,8 @@ def subprocess_env(settings: Settings) -> dict[str, str]:
         "SPINDLE_MAX_STREAMS_PER_TENANT": str(settings.max_streams_per_tenant),
         "SPINDLE_MAX_BODY_BYTES": str(settings.max_body_bytes),
         "SPINDLE_MAX_UPLOAD_BYTES": str(settings.max_upload_bytes),
+        "SPINDLE_OUTBOUND_ALLOW": settings.outbound_allow,
+        "SPINDLE_JSONRPC_MAX_BATCH": str(settings.jsonrpc_max_batch),
         "SPINDLE_LOG_LEVEL": "INFO",
         # No worker metrics ports: parallel sessions would fight over them.
         "SPINDLE_WORKER_METRICS_PORT": "0",
@@ -204,6 +206,9 @@ def e2e_settings(settings: Settings) -> Settings:
             # Every test calls from 127.0.0.1, many with bad credentials on purpose;
             # tests/e2e/test_auth_doors.py throttles a gateway of its own.
             "auth_failure_limit": 100_000,
+            # The tests' callback receivers listen on 127.0.0.1 (only that address:
+            # tests/e2e/test_outbound.py checks that the rest of loopback is refused).
+            "outbound_allow": "127.0.0.1/32",
         }
     )
 

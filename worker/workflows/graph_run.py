@@ -121,7 +121,9 @@ class GraphRun(WorkstreamHandlers):
         self._output_node_ran = False
         self._error: str | None = None
         self._notices = 0
-        self._workstreams = WorkstreamSupervisor(self._run, user_id=run_input.user_id)
+        self._workstreams = WorkstreamSupervisor(
+            self._run, user_id=run_input.user_id, max_live=run_input.max_live_workstreams
+        )
 
     # -- the run ---------------------------------------------------------------
 

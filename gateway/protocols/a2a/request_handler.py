@@ -61,7 +61,12 @@ from a2a.utils.errors import (
 )
 from temporalio.service import RPCError
 
-from spindle.gateway.protocols.a2a.push_watch import PushConfigStore, protocol_of, validated
+from spindle.gateway.protocols.a2a.push_watch import (
+    PushConfigStore,
+    checked_url,
+    protocol_of,
+    validated,
+)
 from spindle.gateway.protocols.a2a.run_events import run_events, send_events
 from spindle.gateway.protocols.a2a.spindle_call import (
     CLOSE_WAIT,
@@ -82,6 +87,7 @@ from spindle.gateway.runs.access import RunAction
 from spindle.gateway.runs.temporal import RPC_TIMEOUT, describe_workflow, is_open
 from spindle.gateway.runs.temporal_errors import temporal_error
 from spindle.shared.contracts.errors import SpindleError
+from spindle.shared.platform.outbound import outbound_policy
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +195,9 @@ class SpindleRequestHandler(RequestHandler):
     ) -> TaskPushNotificationConfig:
         call = call_of(context)
         owner = await authorize(call, params.task_id, RunAction.CONTROL)
-        config = validated(params, params.task_id)
+        policy = outbound_policy(call.state.settings)
+        config = validated(params, params.task_id, policy)
+        await checked_url(config, policy)
         cursor = await call.state.bus.last_seq(params.task_id)  # read first: no gap
         snapshot = task_from_run(await describe(call, params.task_id), owner.user_id)
         await _push_store(call).put(
@@ -245,6 +253,11 @@ async def _with_inline_push(
 ) -> AsyncGenerator[Event, None]:
     """``events``, storing the request's inline push config once the task is known."""
     inline = params.configuration.HasField("task_push_notification_config")
+    if inline:
+        # Refused before the run starts (``events`` has not run yet).
+        policy = outbound_policy(call.state.settings)
+        requested = params.configuration.task_push_notification_config
+        await checked_url(validated(requested, requested.task_id, policy), policy)
     answered = params.message.task_id
     # An answer resumes a run that already has messages: follow from before the answer.
     cursor = await call.state.bus.last_seq(answered) if inline and answered else 0

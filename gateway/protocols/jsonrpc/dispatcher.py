@@ -6,7 +6,8 @@ are answered with seed 003's codes; every other method goes to the A2A bridge
 no bridge is installed. JSON-RPC errors are answered with HTTP 200 (a batch may
 mix successes and failures, so the HTTP status cannot describe one call);
 an unauthenticated ``tasks.*`` call gets -32004 in that body. A body of only
-notifications is answered with HTTP 204 and no body.
+notifications is answered with HTTP 204 and no body. A batch longer than the
+``jsonrpc_max_batch`` setting is refused whole (-32600) before any member runs.
 """
 
 from __future__ import annotations
@@ -63,6 +64,13 @@ async def answer(request: Request) -> Response:
     parsed = parse_body(await request.body())
     if parsed.error is not None:
         return json_response(parsed.error)
+    cap = request.app.state.settings.jsonrpc_max_batch
+    if parsed.batch and len(parsed.members) > cap:
+        reason = (
+            f"a batch holds at most {cap} requests (jsonrpc_max_batch); "
+            f"this one has {len(parsed.members)}: send it in smaller batches"
+        )
+        return json_response(error_response(None, INVALID_REQUEST, data={"reason": reason}))
     identity = await caller(request)
     if not parsed.batch:
         member = parsed.members[0]
