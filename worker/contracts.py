@@ -76,9 +76,17 @@ class ChatMessage(BaseModel):
 
 
 class LlmTurnInput(BaseModel):
+    """One LLM turn. With ``conversation`` set, ``messages`` holds only the messages
+    from position ``stored`` on; the activity stores them and loads the earlier
+    ones (``spindle.shared.store.conversations``), so history per turn is constant."""
+
     execution: NodeExecution
     turn: int
     messages: list[ChatMessage]
+    conversation: str | None = Field(
+        None, description="the loop's id in the conversation store; None: messages are all"
+    )
+    stored: int = Field(0, ge=0, description="messages before these, in the conversation store")
 
 
 class LlmTurnResult(BaseModel):

@@ -129,6 +129,6 @@ async def test_a_loop_and_a_waiting_prompt_carry_on_across_generations(
     assert kinds.count(M.COMPLETE) == 1
     # Every node's messages came once: the stream's sequence ran on across generations.
     updates: list[Any] = [
-        m for m in messages if m["t"] == M.UPDATE and "work" == m["d"].get("node_id")
+        m for m in messages if m["t"] == M.UPDATE and m["d"].get("node_id") == "work"
     ]
     assert len(updates) == 2 * (LOOPS + 1)
