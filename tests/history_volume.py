@@ -14,7 +14,41 @@ from temporalio.api.common.v1 import Payloads
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
+from spindle.shared.contracts.graph_spec import GraphSpec
+from spindle.shared.graphs.structure import parse_graph, validate_structure
 from spindle.worker.contracts import EXECUTE_NODE
+
+
+def loop_graph(iterations: int) -> GraphSpec:
+    """Two ``tool`` nodes in a loop, ``fetch`` → ``count`` → ``fetch`` …: the graph of
+    docs/design.md §10, ``2 * (iterations + 1)`` node executions."""
+    spec = parse_graph(
+        {
+            "name": "long-loop",
+            "entry": "fetch",
+            "nodes": [
+                {
+                    "id": "fetch",
+                    "type": "tool",
+                    "max_visits": iterations + 1,
+                    "params": {"tool": "word_count", "args": {"text": "{{ input.text }}"}},
+                },
+                {
+                    "id": "count",
+                    "type": "tool",
+                    "max_visits": iterations + 1,
+                    "inputs": {"args": "{text: input.text}"},
+                    "params": {"tool": "word_count"},
+                },
+            ],
+            "edges": [
+                {"from": "fetch", "to": "count"},
+                {"from": "count", "to": "fetch", "max_iterations": iterations},
+            ],
+        }
+    )
+    validate_structure(spec)
+    return spec
 
 
 def _size(payloads: Payloads) -> int:

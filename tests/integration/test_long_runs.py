@@ -17,53 +17,20 @@ import pytest
 from temporalio.client import Client
 
 from spindle.shared.bus.message_bus import MessageBus
-from spindle.shared.contracts.graph_spec import GraphSpec
 from spindle.shared.contracts.runs import (
     GRAPH_RUN_WORKFLOW,
     GraphRunInput,
     GraphRunResult,
     RunStatus,
 )
-from spindle.shared.graphs.structure import parse_graph, validate_structure
 from spindle.shared.platform.settings import Settings
 from spindle.worker.main import build_worker
-from tests.history_volume import history_volume
+from tests.history_volume import history_volume, loop_graph
 
 # At the size users run: ~27 nodes/s on a loaded 2-core box (6 min), ~70/s idle.
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 ITERATIONS = 4999  # 2 * (1 + 4999) = 10,000 node executions
-
-
-def loop_graph(iterations: int) -> GraphSpec:
-    """``fetch`` → ``count`` → back to ``fetch``, ``iterations`` times."""
-    spec = parse_graph(
-        {
-            "name": "long-loop",
-            "entry": "fetch",
-            "nodes": [
-                {
-                    "id": "fetch",
-                    "type": "tool",
-                    "max_visits": iterations + 1,
-                    "params": {"tool": "word_count", "args": {"text": "{{ input.text }}"}},
-                },
-                {
-                    "id": "count",
-                    "type": "tool",
-                    "max_visits": iterations + 1,
-                    "inputs": {"args": "{text: input.text}"},
-                    "params": {"tool": "word_count"},
-                },
-            ],
-            "edges": [
-                {"from": "fetch", "to": "count"},
-                {"from": "count", "to": "fetch", "max_iterations": iterations},
-            ],
-        }
-    )
-    validate_structure(spec)
-    return spec
 
 
 @pytest.fixture(scope="module")
