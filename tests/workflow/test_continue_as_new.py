@@ -132,3 +132,55 @@ async def test_a_loop_and_a_waiting_prompt_carry_on_across_generations(
         m for m in messages if m["t"] == M.UPDATE and m["d"].get("node_id") == "work"
     ]
     assert len(updates) == 2 * (LOOPS + 1)
+
+
+WORKSTREAM_THEN_LOOP = parse_graph(
+    {
+        "name": "workstream-then-loop",
+        "entry": "launch",
+        "nodes": [
+            {
+                "id": "launch",
+                "type": "workstream",
+                "params": {"task": "watch {{ input.topic }}", "interactive": True},
+            },
+            {
+                "id": "work",
+                "type": "tool",
+                "max_visits": LOOPS + 1,
+                "params": {"tool": "word_count", "args": {"text": "{{ input.topic }}"}},
+            },
+            {"id": "done", "type": "output"},
+        ],
+        "edges": [
+            {"from": "launch", "to": "work"},
+            {"from": "work", "to": "work", "max_iterations": LOOPS},
+            {"from": "work", "to": "done"},
+        ],
+    }
+)
+validate_structure(WORKSTREAM_THEN_LOOP)
+
+
+async def test_a_running_workstream_holds_the_run_in_its_generation(runner: GraphRunner) -> None:
+    """Children are not carried over: while one runs, the run stays and warns instead."""
+    workflow_id = f"can-ws-{uuid.uuid4().hex[:10]}"
+    handle = await runner.client.start_workflow(
+        GRAPH_RUN_WORKFLOW,
+        GraphRunInput(
+            graph=WORKSTREAM_THEN_LOOP,
+            input={"topic": "spindle"},
+            continue_as_new_after_events=100,
+            history_warning_events=100,
+        ),
+        id=workflow_id,
+        task_queue=runner.task_queue,
+        result_type=GraphRunResult,
+    )
+    result = await handle.result()
+
+    assert result.generation == 1
+    assert result.report_counts == {"SUCCESS": 1 + (LOOPS + 1) + 1}
+    messages = await runner.messages(workflow_id)
+    warnings = [m["m"] for m in messages if m["t"] == M.WARNING]
+    assert sum("history is large" in w for w in warnings) == 1
