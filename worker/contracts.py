@@ -45,7 +45,8 @@ class NodeExecution(BaseModel):
     visit: int = 1
     state: dict[str, Any] = Field(
         default_factory=dict,
-        description="run state: input, context, meta, each node's output, _previous",
+        description="the run state the node reads: _previous, meta, context and the keys "
+        "its inputs/templates/expressions name (spindle.shared.graphs.state_reads)",
     )
     started_at: str = Field(description="ISO 8601 workflow time the node started")
 

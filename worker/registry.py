@@ -65,8 +65,10 @@ class NodeContext:
         node: the node's spec as written in the graph.
         params: resolved parameters (the type's params model, or a dict when the
             type declares none).
-        state: the run state (read-only by convention): ``input``, ``context``,
-            ``meta``, each finished node's output, ``_previous``.
+        state: the part of the run state the node reads (read-only by convention):
+            ``_previous``, ``meta``, ``context``, and the keys its ``inputs``,
+            templates and expressions name (all of it with
+            ``reads_state=StateReads.ALL``; see docs/graphs/long-runs.md).
         run: which run this is.
         poster: posts messages to the run's stream, idempotently.
         visit: how many times this node has run in this run, this one included.

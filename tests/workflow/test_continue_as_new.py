@@ -113,7 +113,7 @@ async def test_a_loop_and_a_waiting_prompt_carry_on_across_generations(
     assert result.output["words"] == {"words": 2, "characters": 13, "sentences": 1}
     # Loop counters crossed the boundaries: the bound held, no visit was lost or redone.
     assert result.report_counts == {"SUCCESS": 1 + 1 + 2 * (LOOPS + 1) + 1}
-    assert result.generation == waiting.generation
+    assert result.generation >= waiting.generation
     assert result.output["meta"]["tools_used_count"] == 1 + 2 * (LOOPS + 1)
     assert len(result.output["meta"]["tools_used"]) == 20
     visits = [(r.node_id, r.visit) for r in result.node_reports if r.node_id == "work"]

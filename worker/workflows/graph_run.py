@@ -133,6 +133,7 @@ class GraphRun(WorkstreamHandlers):
         self._workstreams = WorkstreamSupervisor(self._run, user_id=run_input.user_id)
         self._generation = 1
         self._history_warned = False
+        self._history_warning: asyncio.Task[None] | None = None
         self._continuing = False
         self._deferred: list[Activation] = []
         self._waiting: dict[str, CarriedWait] = {}  # prompts that asked; carried if we continue
@@ -163,6 +164,15 @@ class GraphRun(WorkstreamHandlers):
             ApplicationError: ``NodeFailed`` (non-retryable) when a node failed
                 after its retries; the run is then Failed in Temporal.
         """
+        # Watches history size on every activation, also while a long node (an
+        # agent's turns, a workstream) keeps the run from a node boundary.
+        watch = asyncio.create_task(self._watch_history())
+        try:
+            return await self._run_to_end()
+        finally:
+            watch.cancel()
+
+    async def _run_to_end(self) -> GraphRunResult:
         try:
             await self._drive()
             # Non-interactive children run to their end (deadline-bounded).
@@ -181,6 +191,8 @@ class GraphRun(WorkstreamHandlers):
             await self._finish(RunStatus.FAILED)
             raise to_application_error(NodeFailed(self._error)) from None
         self._status = RunStatus.COMPLETED
+        if self._history_warning is not None:
+            await self._history_warning  # before COMPLETE: nothing is posted after it
         await self._finish(RunStatus.COMPLETED)
         return GraphRunResult(
             status=RunStatus.COMPLETED,
@@ -211,7 +223,6 @@ class GraphRun(WorkstreamHandlers):
                     advance = self._scheduler.complete(node_id, done.outcome.ports, self._state)
                 except ExpressionError as exc:
                     raise _RunFailed(f"edge condition after node '{node_id}': {exc}") from exc
-                await self._watch_history()
                 # A node boundary: continue as new here, before the next nodes start,
                 # if history is long and nothing but answered-to-be prompts is in flight.
                 self._continuing = self._continuing or (
@@ -223,21 +234,31 @@ class GraphRun(WorkstreamHandlers):
 
     # -- history volume: warning and continue-as-new ----------------------------
 
-    async def _watch_history(self) -> None:
-        """One WARNING per run (all generations) once history passes half a limit."""
-        if self._history_warned:
-            return
+    def _history_large(self) -> bool:
         info = workflow.info()
-        events = info.get_current_history_length()
-        size = info.get_current_history_size()
         limit = self._input.history_warning_events or policies.HISTORY_WARNING_EVENTS
-        if events < limit and size < policies.HISTORY_WARNING_BYTES:
+        return (
+            info.get_current_history_length() >= limit
+            or info.get_current_history_size() >= policies.HISTORY_WARNING_BYTES
+        )
+
+    async def _watch_history(self) -> None:
+        await workflow.wait_condition(lambda: self._history_warned or self._history_large())
+        self._warn_history()
+
+    def _warn_history(self) -> None:
+        """One WARNING per run (all generations) once history passes half a limit."""
+        if self._history_warned or not self._history_large():
             return
         self._history_warned = True
-        await self._post_warning(
-            f"run history is large: {events} events, {size / 1_048_576:.1f} MB in this "
-            f"generation (Temporal stops a run at 51,200 events or 50 MB); the run continues "
-            "as new at node boundaries, but a long node (agent, workstream) may hold it"
+        info = workflow.info()
+        events, size = info.get_current_history_length(), info.get_current_history_size()
+        self._history_warning = asyncio.create_task(
+            self._post_warning(
+                f"run history is large: {events} events, {size / 1_048_576:.1f} MB in this "
+                f"generation (Temporal stops a run at 51,200 events or 50 MB); the run continues "
+                "as new at node boundaries, but a long node (agent, workstream) may hold it"
+            )
         )
 
     def _continue_wanted(self) -> bool:
@@ -257,6 +278,10 @@ class GraphRun(WorkstreamHandlers):
         """Hand everything to a new run of this workflow (same id) and end this one."""
         # Updates accepted in this generation finish here, not half in the next one.
         await workflow.wait_condition(workflow.all_handlers_finished)
+        # Said in this generation if due: the next one only knows that it was said.
+        self._warn_history()
+        if self._history_warning is not None:
+            await self._history_warning
         if self._answers or not self._at_boundary():
             # An answer came in meanwhile: carry on in this generation.
             self._continuing = False
