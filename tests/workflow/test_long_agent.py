@@ -17,6 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.messages import AgentMessageType
+from spindle.shared.contracts.runs import GRAPH_RUN_WORKFLOW, GraphRunInput, GraphRunResult
 from spindle.shared.graphs.structure import parse_graph, validate_structure
 from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunArchive
@@ -95,7 +96,13 @@ async def test_a_hundred_turn_agent_sends_each_turn_only_what_is_new(
         }
     )
     validate_structure(spec)
-    handle = await runner.start(spec)
+    handle = await runner.client.start_workflow(
+        GRAPH_RUN_WORKFLOW,
+        GraphRunInput(graph=spec, history_warning_events=300),
+        id=f"long-agent-{uuid.uuid4().hex[:8]}",
+        task_queue=runner.task_queue,
+        result_type=GraphRunResult,
+    )
     result = await handle.result()
     assert result.output == f"done after {TURNS} turns"
 
@@ -115,5 +122,14 @@ async def test_a_hundred_turn_agent_sends_each_turn_only_what_is_new(
     second, last = turn_bytes[1], turn_bytes[-1]
     assert last <= second * 1.10, (second, last)
 
-    answers = [m for m in await runner.messages(handle.id) if m["t"] == AgentMessageType.ANSWER]
+    messages = await runner.messages(handle.id)
+    answers = [m for m in messages if m["t"] == AgentMessageType.ANSWER]
     assert [a["m"] for a in answers] == [f"done after {TURNS} turns"]
+    # No node boundary for 100 turns: the history WARNING came while the agent ran.
+    warned = [
+        i
+        for i, m in enumerate(messages)
+        if m["t"] == AgentMessageType.WARNING and "history is large" in m["m"]
+    ]
+    assert len(warned) == 1
+    assert warned[0] < messages.index(answers[0])
