@@ -45,7 +45,8 @@ class NodeExecution(BaseModel):
     visit: int = 1
     state: dict[str, Any] = Field(
         default_factory=dict,
-        description="run state: input, context, meta, each node's output, _previous",
+        description="the run state the node reads: _previous, meta, context and the keys "
+        "its inputs/templates/expressions name (spindle.shared.graphs.state_reads)",
     )
     started_at: str = Field(description="ISO 8601 workflow time the node started")
 
@@ -76,9 +77,17 @@ class ChatMessage(BaseModel):
 
 
 class LlmTurnInput(BaseModel):
+    """One LLM turn. With ``conversation`` set, ``messages`` holds only the messages
+    from position ``stored`` on; the activity stores them and loads the earlier
+    ones (``spindle.shared.store.conversations``), so history per turn is constant."""
+
     execution: NodeExecution
     turn: int
     messages: list[ChatMessage]
+    conversation: str | None = Field(
+        None, description="the loop's id in the conversation store; None: messages are all"
+    )
+    stored: int = Field(0, ge=0, description="messages before these, in the conversation store")
 
 
 class LlmTurnResult(BaseModel):

@@ -126,6 +126,7 @@ async def start_run(
         meta=body.meta,
         tenant_id=tenant_id,
         user_id=user_id,
+        continue_as_new_after_events=settings.continue_as_new_after_events,
     )
     try:
         handle = await start_workflow(

@@ -49,6 +49,17 @@ class RunKind(StrEnum):
     """Launch a child ``Workstream`` workflow from the run's workflow."""
 
 
+class StateReads(StrEnum):
+    """How much of the run state a node type's activity receives (docs/graphs/index.md)."""
+
+    DECLARED = "declared"
+    """The keys its ``inputs``, templates and expressions name, plus ``_previous``,
+    ``meta`` and ``context`` (``spindle.shared.graphs.state_reads``)."""
+    ALL = "all"
+    """The whole state: every node's output. Its history cost grows with the number of
+    nodes in the graph; for types whose code reads ``ctx.state`` freely."""
+
+
 @dataclass(frozen=True)
 class RetryDefaults:
     """A node type's default retry policy as plain data; a node's own ``retry`` overrides it.
@@ -78,6 +89,9 @@ class NodeTypeSpec:
             names only it knows (``output``'s ``message`` sees ``output``); checked
             like ``templates``, not rendered before validation.
         expressions: params that are JMESPath expressions over the run state.
+        item_expressions: ``list_param.field`` paths: that field of each object in
+            a list param is an expression over the state (``routes.when``).
+        reads_state: which state keys its activity receives (``StateReads``).
         timeout_seconds: default start-to-close timeout of one of its activities
             (None: the worker's default for an activity or a local activity).
         retry: default retry policy of its activities; None: its activities are the
@@ -94,6 +108,8 @@ class NodeTypeSpec:
     templates: tuple[str, ...] = ()
     deferred_templates: tuple[str, ...] = ()
     expressions: tuple[str, ...] = ()
+    item_expressions: tuple[str, ...] = ()
+    reads_state: StateReads = StateReads.DECLARED
     timeout_seconds: float | None = None
     retry: RetryDefaults | None = field(default_factory=RetryDefaults)
     runs: RunKind = RunKind.ACTIVITY
@@ -159,6 +175,7 @@ ROUTER = NodeTypeSpec(
     name="router",
     description=_summary(RouterParams),
     params=RouterParams,
+    item_expressions=("routes.when",),
     timeout_seconds=30,
     rules=(node_rules.router_conditions, node_rules.router_ports),
 )

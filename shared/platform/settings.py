@@ -46,6 +46,13 @@ class Settings(BaseSettings):
         description="Temporal Web UI address, for links to a run's history",
         validation_alias=_env("TEMPORAL_UI_URL"),
     )
+    continue_as_new_after_events: int | None = Field(
+        None,
+        ge=100,
+        description="A graph run continues as new at a node boundary once its history has "
+        "this many events (also whenever Temporal suggests it); unset: only when suggested",
+        validation_alias=_env("CONTINUE_AS_NEW_AFTER_EVENTS"),
+    )
 
     # Redis message bus
     redis_url: str = Field(

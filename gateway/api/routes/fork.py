@@ -136,6 +136,8 @@ async def fork_run(
             "workstream_id": "main",
             "replayed_outputs": reused,
             "fork_of": run.workflow_id,
+            # The source may have continued as new: the fork starts afresh.
+            "carried": None,
         }
     )
     workflow_id = new_workflow_id(identity.tenant_id, None)

@@ -91,6 +91,20 @@ class WorkstreamSupervisor:
         self._counts = {"ws": 0, "s": 0, "m": 0}
         self._closing = False
 
+    @property
+    def settled(self) -> bool:
+        """No child is running (a run may then continue as new without them)."""
+        return all(c.settled for c in self._children.values())
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Ids handed out so far, by prefix; a continued run goes on from them."""
+        return dict(self._counts)
+
+    def restore_counts(self, counts: dict[str, int]) -> None:
+        """Carry on numbering launches where the previous generation stopped."""
+        self._counts.update({k: v for k, v in counts.items() if k in self._counts})
+
     def _next_id(self, prefix: str) -> str:
         self._counts[prefix] += 1
         return f"{prefix}-{self._counts[prefix]}"
