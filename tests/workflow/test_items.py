@@ -21,7 +21,7 @@ from spindle.shared.graphs.validation import validate_graph
 from spindle.shared.store.file_store import FileStore
 from spindle.worker.offerings import build_catalog
 from spindle.worker.tools import tool
-from tests.workflow.runs import GraphRunner, M, types_of
+from tests.workflow.runs import GraphRunner, M
 
 pytestmark = pytest.mark.workflow
 
@@ -114,13 +114,14 @@ async def test_map_runs_each_item_with_item_and_index_and_records_item_errors(
     assert report.status is NodeStatus.SUCCESS
 
     messages = await runner.messages(handle.id)
-    progress = [m for m in messages if m["t"] == M.BATCH_PROGRESS]
-    # One when planned, one per batch of 4 (3 batches): never one per item.
-    assert len(progress) == 4
-    assert progress[0]["d"] == {"node_id": "labels", "done": 0, "failed": 0, "total": 10}
-    last = max(progress[1:], key=lambda m: m["d"]["done"])
-    assert (last["d"]["done"], last["d"]["failed"], last["d"]["total"]) == (10, 2, 10)
-    assert M.UPDATE not in types_of(messages)
+    progress = [m["d"] for m in messages if m["t"] == M.BATCH_PROGRESS]
+    # One per batch of 4 (3 batches), after one UPDATE with the plan: never one per item.
+    assert sorted(p["batch_index"] for p in progress) == [1, 2, 3]
+    assert {p["batch_size"] for p in progress} == {3}
+    last = max(progress, key=lambda p: p["done"])
+    assert (last["done"], last["failed"], last["total"]) == (10, 2, 10)
+    [plan] = [m for m in messages if m["t"] == M.UPDATE]
+    assert plan["m"] == "labels: 10 items in 3 batches"
 
 
 async def test_too_many_failed_items_fail_the_map_node(runner: GraphRunner) -> None:

@@ -151,10 +151,11 @@ class ItemActivities:
             chunk = values[page * size : (page + 1) * size]
             await store.put(key, INPUT, page, chunk, attempt=attempt)
         poster = MessagePoster(self.bus, execution.run, archive=self.archive)
+        # An UPDATE, not a BATCH_PROGRESS: clients count a batch's progress messages.
         await poster.post(
-            AgentMessageType.BATCH_PROGRESS,
+            AgentMessageType.UPDATE,
             f"{node.id}: {len(values)} items in {pages} batches",
-            details=_progress(node.id, done=0, failed=0, total=len(values)),
+            details={"node_id": node.id, "total": len(values), "batch_size": pages},
         )
         await poster.archive()
         return ItemPlan(total=len(values), pages=pages, batch_size=size)
@@ -193,9 +194,13 @@ class ItemActivities:
             AgentMessageType.BATCH_PROGRESS,
             f"{node.id}: {done}/{total} items done, {failed_total} failed",
             details={
-                **_progress(node.id, done=done, failed=failed_total, total=total),
-                "batch": batch.page + 1,
-                "batches": batch.plan.pages,
+                "node_id": node.id,
+                "done": done,
+                "failed": failed_total,
+                "total": total,
+                # What the clients' progress bars read (as for an agent's tool calls).
+                "batch_index": batch.page + 1,
+                "batch_size": batch.plan.pages,
             },
         )
         await poster.archive()
@@ -324,10 +329,6 @@ class _ItemRunner:
 def _key(execution: NodeExecution) -> str:
     run = execution.run
     return items_key(run.workflow_id, run.run_id, execution.node.id, execution.visit)
-
-
-def _progress(node_id: str, *, done: int, failed: int, total: int) -> dict[str, Any]:
-    return {"node_id": node_id, "done": done, "failed": failed, "total": total}
 
 
 def _bad_over(node: NodeSpec, why: str) -> ApplicationError:
