@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from spindle.shared.store.archive import RunArchive
 
 Item = dict[str, Any]
+STATES_CACHED = 8  # maps running at once on one worker whose state stays in memory
 
 
 def item_id(value: Any, index: int) -> str:
@@ -111,6 +113,18 @@ class ItemActivities:
         )
         self._items: ItemStore | None = None
         self._files: FileStore | None = None
+        # The state a map's items read, by map execution: written once by its plan
+        # and read by every batch, so a worker reads it once, not once per batch.
+        self._states: OrderedDict[str, dict[str, Any]] = OrderedDict()
+
+    async def _state(self, store: ItemStore, key: str) -> dict[str, Any]:
+        state = self._states.get(key)
+        if state is None:
+            state = await store.get(key, STATE, 0)
+            self._states[key] = state
+            while len(self._states) > STATES_CACHED:
+                self._states.popitem(last=False)
+        return state
 
     async def _stores(self) -> tuple[ItemStore, FileStore]:
         if self._items is None or self._files is None:
@@ -168,7 +182,7 @@ class ItemActivities:
         bind_activity_log_context(node_id=node.id, node_type=node.type)
         store, files = await self._stores()
         key = _key(execution)
-        state = await store.get(key, STATE, 0)
+        state = await self._state(store, key)
         values = await store.get(key, INPUT, batch.page)
         runner = _ItemRunner(batch, state, self.bus, files)
         first = batch.page * batch.plan.batch_size
