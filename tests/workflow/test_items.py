@@ -19,6 +19,7 @@ from spindle.shared.contracts.runs import NodeStatus
 from spindle.shared.graphs.structure import parse_graph
 from spindle.shared.graphs.validation import validate_graph
 from spindle.shared.store.file_store import FileStore
+from spindle.worker.examples import load_example
 from spindle.worker.offerings import build_catalog
 from spindle.worker.tools import tool
 from tests.workflow.runs import GraphRunner, M
@@ -263,3 +264,26 @@ async def test_binary_results_are_stored_as_run_files_and_referenced(
     # The bytes are in the file store only: no event of the run's history holds them.
     history = await handle.fetch_history()
     assert not any(b"PDF-fake" in event.SerializeToString() for event in history.events)
+
+
+async def test_the_review_triage_example_replies_to_the_negative_reviews(
+    runner: GraphRunner,
+) -> None:
+    reviews = [
+        {"id": "r1", "text": "Great product, fast and easy"},
+        {"id": "r2", "text": "Broken again, I want a refund"},
+        {"text": "It arrived on Tuesday"},
+    ]
+    handle = await runner.start(load_example("review-triage"), {"reviews": reviews})
+    result = await handle.result()
+
+    assert (result.output["negative"], result.output["failed"]) == (1, 0)
+    items = result.output["reviews"]
+    assert [item["id"] for item in items] == ["r1", "r2", "2"]
+    assert [item["data"]["label"] for item in items] == ["positive", "negative", "neutral"]
+    # The reply is joined onto the negative review only.
+    assert items[1]["data"]["title"].startswith("Reply to review r2")
+    assert "title" not in items[0]["data"]
+    messages = await runner.messages(handle.id)
+    [answer] = [m for m in messages if m["t"] == M.ANSWER]
+    assert answer["m"] == "1 of 3 reviews need a reply"
