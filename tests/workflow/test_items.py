@@ -287,3 +287,9 @@ async def test_the_review_triage_example_replies_to_the_negative_reviews(
     messages = await runner.messages(handle.id)
     [answer] = [m for m in messages if m["t"] == M.ANSWER]
     assert answer["m"] == "1 of 3 reviews need a reply"
+
+
+async def test_a_map_over_nothing_outputs_no_items(runner: GraphRunner) -> None:
+    for run_input in ({"rows": []}, {}):
+        result = await (await runner.start(graph([label_map()]), run_input)).result()
+        assert result.output == {"items": [], "succeeded": 0, "failed": 0}
