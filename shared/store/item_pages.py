@@ -78,7 +78,7 @@ class ItemStore:
         name = f"{key}/{kind}/{page}"
         files_id = f"{name}@{attempt}"
         blob = orjson.dumps(value)
-        await self._chunks.delete(files_id)  # a half-written earlier try of this attempt
+        # No attempt writes twice (a retry is the next attempt), so these chunks are new.
         stored = await self._chunks.write(files_id, one_piece(blob))
         previous = await self._headers.find_one_and_replace(
             {"_id": name},

@@ -5,8 +5,9 @@ A graph of one ``map`` node runs a no-op tool (``bench_echo``) over N items
 Redis bus, Mongo archive) on the bench's Temporal dev server. Reported: the wall
 time of the map run, its cost per item, the same against a bare Temporal
 activity measured in the same run (``tests.bench.floor``: the cost one node would
-pay per item if each item were an activity), and the run's history: events and
-bytes, which grow per batch, never per item.
+pay per item if each item were an activity), how long the plan, one batch (median)
+and the collection take (from the history's start and completion times), and the run's history:
+events and bytes, which grow per batch, never per item.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 import uuid
 from typing import Any
 
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.worker import Worker
 
@@ -23,6 +25,7 @@ from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.runs import GRAPH_RUN_WORKFLOW, GraphRunInput, GraphRunResult
 from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunArchive
+from spindle.worker.contracts import COLLECT_ITEMS, PLAN_ITEMS, RUN_ITEM_BATCH
 from tests.bench.floor import BareActivities, NoopBatch, bench_noop
 
 FLOOR_ACTIVITIES = 100
@@ -50,6 +53,25 @@ def map_graph(concurrency: int) -> dict[str, Any]:
         ],
         "edges": [],
     }
+
+
+def activity_durations_ms(events: Any) -> dict[str, list[float]]:
+    """Start → completion of each activity, by activity type, from a run's history."""
+    scheduled: dict[int, str] = {}
+    started: dict[int, tuple[str, float]] = {}
+    out: dict[str, list[float]] = {}
+    for event in events:
+        millis = event.event_time.ToMicroseconds() / 1000
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            attributes = event.activity_task_scheduled_event_attributes
+            scheduled[event.event_id] = attributes.activity_type.name
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            kind = scheduled[event.activity_task_started_event_attributes.scheduled_event_id]
+            started[event.event_id] = (kind, millis)
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            kind, start = started[event.activity_task_completed_event_attributes.started_event_id]
+            out.setdefault(kind, []).append(millis - start)
+    return out
 
 
 async def _bare_activity_ms(client: Client, repeat: int) -> float:
@@ -91,6 +113,7 @@ async def bench_items(
     archive = RunArchive.from_settings(settings)
     await archive.ensure_indexes()
     walls: list[float] = []
+    durations: dict[str, list[float]] = {}
     events = size = 0
     worker = build_worker(client, settings, bus=bus, archive=archive, task_queue="bench-items")
     async with worker:
@@ -114,6 +137,8 @@ async def bench_items(
                 history = await client.get_workflow_handle(workflow_id).fetch_history()
                 events = len(history.events)
                 size = sum(event.ByteSize() for event in history.events)
+                for kind, times in activity_durations_ms(history.events).items():
+                    durations.setdefault(kind, []).extend(times)
     await bus.close()
     await archive.close()
     wall = statistics.median(walls)
@@ -126,6 +151,9 @@ async def bench_items(
         "per_item_ms": round(per_item_ms, 4),
         "bare_activity_ms": round(floor_ms, 2),
         "per_item_vs_bare_activity": round(per_item_ms / floor_ms, 4),
+        "plan_ms": round(statistics.median(durations[PLAN_ITEMS]), 1),
+        "batch_ms_p50": round(statistics.median(durations[RUN_ITEM_BATCH]), 1),
+        "collect_ms": round(statistics.median(durations[COLLECT_ITEMS]), 1),
         "history_events": events,
         "history_bytes": size,
     }

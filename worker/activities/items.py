@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from spindle.shared.store.archive import RunArchive
 
 Item = dict[str, Any]
+COLLECT_READS = 8  # result pages read at once by collect_items
 STATES_CACHED = 8  # maps running at once on one worker whose state stays in memory
 
 
@@ -234,9 +235,15 @@ class ItemActivities:
         bind_activity_log_context(node_id=node.id, node_type=node.type)
         store, _ = await self._stores()
         key = _key(execution)
-        items: list[Item] = []
-        for page in range(collection.plan.pages):
-            items.extend(await store.get(key, RESULTS, page))
+        gate = asyncio.Semaphore(COLLECT_READS)
+
+        async def read(page: int) -> list[Item]:
+            async with gate:
+                results: list[Item] = await store.get(key, RESULTS, page)
+                return results
+
+        pages = await asyncio.gather(*(read(page) for page in range(collection.plan.pages)))
+        items = [item for page in pages for item in page]
         failed = sum(1 for item in items if "error" in item)
         output = {"items": items, "succeeded": len(items) - failed, "failed": failed}
         total = len(items)
