@@ -207,7 +207,10 @@ class ItemBatchDone(BaseModel):
 
 
 class ItemCollection(BaseModel):
-    """Input of ``collect_items``: assemble a map's output from its result pages."""
+    """Input of ``collect_items``: assemble a map's output from its result pages.
+
+    ``execution`` carries only the run's ``meta`` of the state (a task run's ids).
+    """
 
     execution: NodeExecution
     plan: ItemPlan

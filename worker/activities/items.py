@@ -37,6 +37,7 @@ from spindle.worker.activities.nodes import as_node_result
 from spindle.worker.activities.params import invalid_params, resolve_params, validate_params
 from spindle.worker.activities.poster import MessagePoster
 from spindle.worker.activities.recorder import RunRecorder, build_report, output_envelope
+from spindle.worker.activities.task_sync import TaskSync
 from spindle.worker.contracts import (
     COLLECT_ITEMS,
     PLAN_ITEMS,
@@ -109,6 +110,7 @@ class ItemActivities:
         self.bus = bus
         self.archive = archive
         self.recorder = RunRecorder(archive)
+        self.tasks = TaskSync(bus, archive)
         self._database: AsyncDatabase[dict[str, Any]] | None = (
             archive.database if archive is not None else None
         )
@@ -156,6 +158,8 @@ class ItemActivities:
         if not isinstance(values, list):
             kind = type(values).__name__
             raise _bad_over(node, f"{params.over!r} yielded a {kind}, not a list")
+        await self.tasks.node_started(execution)
+        await self.recorder.node_started(execution)  # currentNodeId in the archive
         size = params.batch_size or get_settings().item_batch_size
         store, _ = await self._stores()
         key = _key(execution)
@@ -269,6 +273,7 @@ class ItemActivities:
         )
         if error is not None:
             raise to_application_error(NodeFailed(f"node '{node.id}': {error}"))
+        await self.tasks.node_finished(execution, output)
         return NodeOutcome(output=output, report=report)
 
 

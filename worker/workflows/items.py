@@ -99,9 +99,11 @@ async def run_map(execution: NodeExecution, spec: NodeTypeSpec | None) -> NodeOu
         for task in batches:
             task.cancel()
         raise
+    # The collection reports the node to its task (seed 003), which ``meta`` names.
+    collecting = execution.model_copy(update={"state": {"meta": execution.state.get("meta", {})}})
     outcome: NodeOutcome = await workflow.execute_activity(
         COLLECT_ITEMS,
-        ItemCollection(execution=stateless, plan=plan, max_failed_ratio=params.max_failed_ratio),
+        ItemCollection(execution=collecting, plan=plan, max_failed_ratio=params.max_failed_ratio),
         result_type=NodeOutcome,
         activity_id=f"{base_id}.collect",
         start_to_close_timeout=timeout,
