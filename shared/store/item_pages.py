@@ -9,15 +9,18 @@ A page is a JSON blob (``item_blobs`` header, chunks in ``item_blob_chunks``,
 ``spindle.shared.store.chunked_blobs``), so no item size runs into MongoDB's 16 MB
 document limit. Blobs are named ``<run key>/<kind>/<page>``; every attempt writes
 its chunks under a name of its own and the header, written last, points at the
-newest attempt, so a retried batch replaces its results and never adds to them.
+newest attempt, so a retried batch replaces its results and never adds to them,
+and an older attempt finishing late never replaces a newer one's.
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from pymongo import ASCENDING
+from pymongo.errors import DuplicateKeyError
 
 from spindle.shared.store.archive import utcnow
 from spindle.shared.store.chunked_blobs import BlobIncomplete, ChunkStore, one_piece
@@ -80,22 +83,30 @@ class ItemStore:
         blob = orjson.dumps(value)
         # No attempt writes twice (a retry is the next attempt), so these chunks are new.
         stored = await self._chunks.write(files_id, one_piece(blob))
-        previous = await self._headers.find_one_and_replace(
-            {"_id": name},
-            {
-                "_id": name,
-                "key": key,
-                "kind": kind,
-                "page": page,
-                "files_id": files_id,
-                "length": stored.length,
-                "counts": counts or {},
-                "stored_at": utcnow(),
-            },
-            upsert=True,
-        )
+        header = {
+            "_id": name,
+            "key": key,
+            "kind": kind,
+            "page": page,
+            "attempt": attempt,
+            "files_id": files_id,
+            "length": stored.length,
+            "counts": counts or {},
+            "stored_at": utcnow(),
+        }
+        previous = None
+        # Only over an older attempt: a timed-out attempt that finishes after its
+        # retry must not replace the retry's page (MongoDB refuses the upsert with a
+        # duplicate key; the nx-27017 wire server ignores it).
+        with contextlib.suppress(DuplicateKeyError):
+            previous = await self._headers.find_one_and_replace(
+                {"_id": name, "attempt": {"$lte": attempt}}, header, upsert=True
+            )
         if previous is not None and previous.get("files_id") != files_id:
             await self._chunks.delete(previous["files_id"])
+        current = await self._headers.find_one({"_id": name}, projection={"files_id": 1})
+        if current is None or current.get("files_id") != files_id:
+            await self._chunks.delete(files_id)  # a newer attempt's page stands
         return stored.length
 
     async def get(self, key: str, kind: str, page: int) -> Any:

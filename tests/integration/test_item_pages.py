@@ -74,6 +74,19 @@ async def test_a_retried_attempt_replaces_its_page_and_counts(
     assert await chunks.count_documents({"files_id": f"{run}/{RESULTS}/0@1"}) == 0
 
 
+async def test_an_older_attempt_finishing_late_does_not_replace_a_newer_one(
+    store: ItemStore, database: object
+) -> None:
+    run = key()
+    await store.put(run, RESULTS, 0, ["retry"], attempt=2, counts={"succeeded": 1, "failed": 0})
+    await store.put(run, RESULTS, 0, ["timed out"], attempt=1, counts={"succeeded": 0, "failed": 1})
+
+    assert await store.get(run, RESULTS, 0) == ["retry"]
+    assert await store.counts(run, RESULTS) == [{"succeeded": 1, "failed": 0}]
+    chunks = database[CHUNKS_COLLECTION]  # type: ignore[index]
+    assert await chunks.count_documents({"files_id": f"{run}/{RESULTS}/0@1"}) == 0
+
+
 async def test_a_page_larger_than_a_chunk_is_stored_in_chunks(store: ItemStore) -> None:
     run = key()
     page = [{"id": str(i), "text": "x" * 1000} for i in range(600)]  # about 620 KB
