@@ -104,3 +104,20 @@ async def test_a_map_with_bad_params_is_refused_with_a_422_naming_node_and_field
         ("sums", "params.concurrency", "greater_than_equal"),
         ("sums", "params.node.type", "not_per_item"),
     }
+
+
+async def test_the_review_triage_example_runs_by_name(
+    http: httpx.AsyncClient, examples: list[str]
+) -> None:
+    assert "review-triage" in examples
+    reviews = [{"id": "r1", "text": "Great and fast"}, {"id": "r2", "text": "Broken, refund"}]
+    run = await start(http, graph="review-triage", input={"reviews": reviews})
+    body = await wait_for_status(http, run["workflow_id"], {"completed", "failed"}, timeout=60)
+
+    assert body["status"] == "completed", body.get("error")
+    assert body["output"]["negative"] == 1
+    assert [item["id"] for item in body["output"]["reviews"]] == ["r1", "r2"]
+    reports = {r["node_id"]: r for r in body["node_reports"]}
+    assert reports["moods"]["output_summary"] == '{"succeeded":2,"failed":0}'
+    messages = await updates(http, run)
+    assert [m["m"] for m in messages if m["t"] == T.ANSWER] == ["1 of 2 reviews need a reply"]
