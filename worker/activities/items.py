@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from spindle.shared.store.archive import RunArchive
 
 Item = dict[str, Any]
-COLLECT_READS = 8  # result pages read at once by collect_items
+PAGE_IO = 8  # pages a plan writes, or a collection reads, at once
 STATES_CACHED = 8  # maps running at once on one worker whose state stays in memory
 
 
@@ -166,9 +166,14 @@ class ItemActivities:
         attempt = activity.info().attempt
         await store.put(key, STATE, 0, execution.state, attempt=attempt)
         pages = (len(values) + size - 1) // size
-        for page in range(pages):
-            chunk = values[page * size : (page + 1) * size]
-            await store.put(key, INPUT, page, chunk, attempt=attempt)
+        gate = asyncio.Semaphore(PAGE_IO)
+
+        async def write(page: int) -> None:
+            async with gate:
+                chunk = values[page * size : (page + 1) * size]
+                await store.put(key, INPUT, page, chunk, attempt=attempt)
+
+        await asyncio.gather(*(write(page) for page in range(pages)))
         poster = MessagePoster(self.bus, execution.run, archive=self.archive)
         # An UPDATE, not a BATCH_PROGRESS: clients count a batch's progress messages.
         await poster.post(
@@ -239,7 +244,7 @@ class ItemActivities:
         bind_activity_log_context(node_id=node.id, node_type=node.type)
         store, _ = await self._stores()
         key = _key(execution)
-        gate = asyncio.Semaphore(COLLECT_READS)
+        gate = asyncio.Semaphore(PAGE_IO)
 
         async def read(page: int) -> list[Item]:
             async with gate:
