@@ -100,6 +100,9 @@ LIFECYCLE_START_TO_CLOSE = timedelta(seconds=30)
 LOCAL_ACTIVITY_START_TO_CLOSE = timedelta(seconds=30)
 ARTIFACT_MERGE_START_TO_CLOSE = timedelta(minutes=2)
 WORKSTREAM_FINISH_START_TO_CLOSE = timedelta(minutes=1)
+ITEM_BATCH_HEARTBEAT = timedelta(seconds=30)
+"""A ``run_item_batch`` silent this long is lost (its worker died): it is retried then,
+not after the whole start-to-close timeout."""
 
 
 def retry_from_spec(spec: RetrySpec, base: RetryPolicy) -> RetryPolicy:

@@ -27,6 +27,9 @@ from spindle.shared.contracts.errors import LlmAuthenticationError
 from spindle.shared.graphs import node_rules
 from spindle.shared.graphs.node_params import (
     AgentParams,
+    FilterParams,
+    MapParams,
+    MergeParams,
     OutputParams,
     PromptParams,
     RouterParams,
@@ -47,6 +50,8 @@ class RunKind(StrEnum):
     """Ask (``request_input``), wait in the workflow for a valid answer, then ``accept_input``."""
     WORKSTREAM = "workstream"
     """Launch a child ``Workstream`` workflow from the run's workflow."""
+    MAP = "map"
+    """Plan the items, run them in batch activities (``run_item_batch``), collect them."""
 
 
 class StateReads(StrEnum):
@@ -100,6 +105,8 @@ class NodeTypeSpec:
         runs: how the workflow runs it.
         sets_run_output: its output is the run's result (else the last node's is).
         rules: checks only this type has, run by graph validation.
+        inline_node: the param holding a node definition the type runs itself
+            (``map``'s ``node``); validation checks it as a node of its own.
     """
 
     name: str
@@ -115,6 +122,7 @@ class NodeTypeSpec:
     runs: RunKind = RunKind.ACTIVITY
     sets_run_output: bool = False
     rules: tuple[NodeRule, ...] = ()
+    inline_node: str | None = None
 
     @property
     def workflow_driven(self) -> bool:
@@ -197,7 +205,32 @@ WORKSTREAM = NodeTypeSpec(
     runs=RunKind.WORKSTREAM,
 )
 
+MAP = NodeTypeSpec(
+    name="map",
+    description=_summary(MapParams),
+    params=MapParams,
+    expressions=("over",),
+    timeout_seconds=300,  # per activity: the plan, one batch of items, the collection
+    runs=RunKind.MAP,
+    inline_node="node",
+)
+FILTER = NodeTypeSpec(
+    name="filter",
+    description=_summary(FilterParams),
+    params=FilterParams,
+    expressions=("items", "where"),
+    timeout_seconds=60,
+)
+MERGE = NodeTypeSpec(
+    name="merge",
+    description=_summary(MergeParams),
+    params=MergeParams,
+    expressions=("over",),
+    timeout_seconds=60,
+)
+
 BUILTIN_NODE_TYPES: dict[str, NodeTypeSpec] = {
-    spec.name: spec for spec in (AGENT, TOOL, PROMPT, ROUTER, OUTPUT, WORKSTREAM)
+    spec.name: spec
+    for spec in (AGENT, TOOL, PROMPT, ROUTER, OUTPUT, WORKSTREAM, MAP, FILTER, MERGE)
 }
 """The built-in node types by name."""

@@ -23,7 +23,7 @@ from spindle.shared.graphs.expressions import (
     compile_expression,
     template_expressions,
 )
-from spindle.shared.graphs.node_types import NodeTypeSpec, StateReads
+from spindle.shared.graphs.node_types import BUILTIN_NODE_TYPES, NodeTypeSpec, StateReads
 
 ALWAYS_READ = frozenset({"_previous", "meta", "context"})
 """Keys every node gets: the last output, the propagated metadata (bounded) and the
@@ -143,6 +143,36 @@ def _expressions_of(node: NodeSpec, spec: NodeTypeSpec) -> Iterator[tuple[str, b
     for path in spec.item_expressions:
         for text in _item_expressions(node.params, path):
             yield text, False
+    if spec.inline_node is not None:
+        inline = node.params.get(spec.inline_node)
+        if isinstance(inline, dict):
+            yield from _inline_expressions(inline)
+
+
+def _inline_expressions(inline: Mapping[str, Any]) -> Iterator[tuple[str, bool]]:
+    """What a node run per item (a map's ``params.node``) may read of the state.
+
+    The batch activity resolves it over the map's projection, so its reads count as
+    the map's. Every string of its params is taken as a template (a plain string
+    reads nothing); a type without a built-in spec may read anything.
+    """
+    spec = BUILTIN_NODE_TYPES.get(str(inline.get("type")))
+    if spec is None:
+        yield "@", False
+        return
+    inputs = inline.get("inputs")
+    if isinstance(inputs, dict):
+        for expression in inputs.values():
+            if isinstance(expression, str):
+                yield expression, False
+    params = inline.get("params")
+    if not isinstance(params, dict):
+        return
+    yield from ((text, True) for text in _strings(params))
+    for name in spec.expressions:
+        yield from ((text, False) for text in _strings(params.get(name)))
+    for path in spec.item_expressions:
+        yield from ((text, False) for text in _item_expressions(params, path))
 
 
 def node_state_reads(node: NodeSpec, spec: NodeTypeSpec | None) -> frozenset[str] | None:

@@ -430,6 +430,16 @@ class Settings(BaseSettings):
         ),
         validation_alias=_env("PAYLOAD_OFFLOAD_BYTES"),
     )
+    item_batch_size: int = Field(
+        200,
+        ge=1,
+        le=5000,
+        description=(
+            "Items of a map node per batch activity (and per stored page): history "
+            "grows per batch, never per item"
+        ),
+        validation_alias=_env("ITEM_BATCH_SIZE"),
+    )
 
     # Conversation web page (GET /ui/)
     ui_upload_accept: str = Field(

@@ -2,7 +2,8 @@
 
     .venv/bin/python -m tests.bench.run
         [--only nodes|sse|updates|load|workstreams|jsonrpc|telemetry|scale|tokens|browser|redis
-                |history] [--history-nodes 5000]
+                |history|items] [--history-nodes 5000] [--items 10000]
+        [--items-concurrency 16]
         [--nodes 50] [--messages 300] [--repeat 3] [--load-runs 200] [--load-concurrency N]
         [--ws-launches 20] [--ws-levels 5,10,20,30,40,50,75,100]
 
@@ -39,6 +40,9 @@ loopback ports, then prints (each section, or those chosen with ``--only``):
 - ``redis``: the bus on one Redis server vs a three-master Redis Cluster: post
   round trip and post → live receipt through the subscription hub, each against
   a bare (S)PUBLISH → (S)SUBSCRIBE (see ``tests.bench.redis_topologies``).
+- ``items``: wall time of a ``map`` of a no-op tool over 10,000 items, its cost per
+  item against one bare Temporal activity, and the run's history events and bytes
+  (see ``tests.bench.items``).
 
 Figures are printed and written to ``test-artifacts/bench.json``; nothing here
 asserts a time (speed is reported, never tested), except that the load run must
@@ -72,6 +76,7 @@ from spindle.shared.temporal.converter import data_converter
 from tests.bench.browser_latency import bench_browser_latency
 from tests.bench.floor import BareActivities, NoopBatch, bench_noop, redis_pubsub_latencies
 from tests.bench.history import bench_history
+from tests.bench.items import bench_items
 from tests.bench.jsonrpc import bench_jsonrpc
 from tests.bench.load import LOAD_INPUTS, LoadBudgetExceeded, LoadErrors, LoadOptions, bench_load
 from tests.bench.redis_topologies import bench_redis_topologies
@@ -99,6 +104,7 @@ SECTIONS = (
     "browser",
     "redis",
     "history",
+    "items",
 )
 
 
@@ -340,6 +346,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             results["history_per_node"] = await bench_history(
                 client, settings, nodes=args.history_nodes
             )
+        if "items" in chosen:
+            results["items"] = await bench_items(
+                client,
+                settings,
+                items=args.items,
+                concurrency=args.items_concurrency,
+                repeat=args.repeat,
+            )
     return results
 
 
@@ -391,6 +405,10 @@ def main() -> None:
         "--token-pacing-ms",
         default="1,5,20",
         help="pauses before each token (ms, comma-separated) of the tokens section",
+    )
+    parser.add_argument("--items", type=int, default=10_000, help="items of the items section")
+    parser.add_argument(
+        "--items-concurrency", type=int, default=16, help="the map's concurrency (items section)"
     )
     args = parser.parse_args()
     started = time.perf_counter()

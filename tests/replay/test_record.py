@@ -43,6 +43,16 @@ EXAMPLE_RUNS: dict[str, tuple[Any, list[UserInput]]] = {
     "pipeline": ({"text": "The export is broken and slow, I want a refund."}, []),
     "research-agent": ({"question": "What is Temporal? And what is 17 * 3?"}, []),
     "delegation": ({"topic": "durable execution"}, []),
+    "review-triage": (
+        {
+            "reviews": [
+                {"id": "r1", "text": "Great product, fast and easy"},
+                {"id": "r2", "text": "Broken again, I want a refund"},
+                {"text": "It arrived on Tuesday"},
+            ]
+        },
+        [],
+    ),
     "approval-flow": (
         {"topic": "durable runs"},
         [UserInput(data={"decision": "approve", "comment": "ship it"}, client_message_id="m1")],

@@ -13,7 +13,7 @@ from tests.replay.drifted import DriftedGraphRun
 pytestmark = pytest.mark.workflow
 
 HISTORIES = Path(__file__).parent.parent / "histories"
-EXAMPLES = ("approval-flow", "delegation", "pipeline", "research-agent")
+EXAMPLES = ("approval-flow", "delegation", "pipeline", "research-agent", "review-triage")
 
 
 def history_files() -> list[Path]:

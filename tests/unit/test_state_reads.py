@@ -126,3 +126,33 @@ def test_projection_keeps_input_until_a_node_has_finished() -> None:
     state["_previous"] = 2
     assert project_state(state, ALWAYS_READ) == {"context": {}, "meta": {}, "_previous": 2}
     assert project_state(state, None) == state
+
+
+def test_a_map_reads_what_its_inline_node_reads() -> None:
+    # The batch activity resolves the per-item node over the map's projection: an
+    # inline template or input reading `input` must bring `input` along.
+    node = NodeSpec.model_validate(
+        {
+            "id": "m",
+            "type": "map",
+            "params": {
+                "over": "a.items",
+                "node": {
+                    "type": "tool",
+                    "params": {"tool": "echo", "args": {"text": "{{ input.prefix }} {{ item }}"}},
+                    "inputs": {"limit": "b.limit"},
+                },
+            },
+        }
+    )
+    reads = node_state_reads(node, BUILTIN_NODE_TYPES["map"])
+    assert reads is not None
+    assert {"a", "b", "input"} <= reads
+    assert "c" not in reads
+
+
+def test_an_inline_node_of_an_unknown_type_reads_everything() -> None:
+    node = NodeSpec.model_validate(
+        {"id": "m", "type": "map", "params": {"over": "a", "node": {"type": "mine"}}}
+    )
+    assert node_state_reads(node, BUILTIN_NODE_TYPES["map"]) is None

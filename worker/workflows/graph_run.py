@@ -72,6 +72,7 @@ with workflow.unsafe.imports_passed_through():
     from spindle.worker.hitl import resolve_answer
     from spindle.worker.registry import spec_of
     from spindle.worker.workflows.agent_loop import run_agent
+    from spindle.worker.workflows.items import run_map
     from spindle.worker.workflows.scheduler import Activation, Advance, GraphScheduler
     from spindle.worker.workflows.workstreams.parent_handlers import WorkstreamHandlers
     from spindle.worker.workflows.workstreams.parent_supervisor import WorkstreamSupervisor
@@ -471,6 +472,9 @@ class GraphRun(WorkstreamHandlers):
     ) -> NodeOutcome:
         return await self._workstreams.run_node(execution)
 
+    async def _run_map(self, execution: NodeExecution, spec: NodeTypeSpec | None) -> NodeOutcome:
+        return await run_map(execution, spec)
+
     async def _run_activity(
         self, execution: NodeExecution, spec: NodeTypeSpec | None
     ) -> NodeOutcome:
@@ -617,6 +621,7 @@ NODE_RUNNERS: dict[RunKind, NodeRunner] = {
     RunKind.AGENT_LOOP: GraphRun._run_agent,
     RunKind.HUMAN_INPUT: GraphRun._ask_human,
     RunKind.WORKSTREAM: GraphRun._run_workstream,
+    RunKind.MAP: GraphRun._run_map,
 }
 """How ``GraphRun`` runs a node, by its type's ``NodeTypeSpec.runs``."""
 
