@@ -139,7 +139,9 @@ async def test_agui_agent_tool_calls_and_streamed_text(
     http: httpx.AsyncClient, examples: list[str], unique: str
 ) -> None:
     events = await agui_events(
-        http, "research-agent", run_input(f"t-{unique}", "r1", "What is 6 times 7?")
+        http,
+        "research-agent",
+        run_input(f"t-{unique}", "r1", "How much is the team plan for 12 seats? 45 * 12"),
     )
     kinds = types(events)
     assert kinds[-1] == "RUN_FINISHED"
@@ -148,6 +150,11 @@ async def test_agui_agent_tool_calls_and_streamed_text(
     text_ids = {e.json()["messageId"] for e in events if e.json()["type"] == "TEXT_MESSAGE_START"}
     assert all(s["parentMessageId"] in text_ids for s in starts)
     assert kinds.count("TEXT_MESSAGE_START") == kinds.count("TEXT_MESSAGE_END")
+    results = {e.json()["toolCallId"]: e.json() for e in events if "content" in e.json()}
+    assert set(results) == {s["toolCallId"] for s in starts}  # each call gets its result
+    calculator = next(s["toolCallId"] for s in starts if s["toolCallName"] == "calculator")
+    assert results[calculator]["content"] == "540"
+    assert "540" in str(events[-1].json()["result"])
 
 
 async def test_agui_errors_and_tenants(

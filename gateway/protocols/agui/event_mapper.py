@@ -17,7 +17,8 @@ What maps to what:
   the activity's final THOUGHT or ANSWER closes it (TEXT_MESSAGE_END); a
   THOUGHT or ANSWER that was not streamed is a whole text message.
 - a THOUGHT's ``tool_calls`` → TOOL_CALL_START / ARGS / END; the tool's result
-  (an UPDATE with ``call_id`` and ``result``) → TOOL_CALL_RESULT.
+  (the UPDATE or BATCH_PROGRESS with ``call_id`` and ``result`` the tool call
+  posts after running) → TOOL_CALL_RESULT.
 - a node's messages (``details.node_id``) → STEP_STARTED / STEP_FINISHED, one
   open step per workstream: the next node's message, the node's final message
   (ANSWER, an answered prompt) or the segment's end closes it; each step also
@@ -109,6 +110,12 @@ def _details(message: CompactMessage) -> dict[str, Any]:
 def _node_of(message: CompactMessage) -> str | None:
     node = _details(message).get("node_id")
     return node if isinstance(node, str) and node else None
+
+
+def _is_tool_result(message: CompactMessage) -> bool:
+    """The message a tool call posts after running, with what the tool returned."""
+    kinds = (AgentMessageType.UPDATE, AgentMessageType.BATCH_PROGRESS)
+    return message.t in kinds and {"call_id", "result"} <= _details(message).keys()
 
 
 def _arguments(value: Any) -> str:
@@ -291,7 +298,7 @@ class SegmentMapper:
         elif kind in (T.THOUGHT, T.ANSWER):
             parent = self._text(owner, message)
             self._tool_calls(owner, message, parent)
-        elif kind == T.UPDATE and "call_id" in _details(message) and "result" in _details(message):
+        elif _is_tool_result(message):
             self._tool_result(owner, message)
         else:
             extra = {"workstream": owner.subagent} if owner.subagent else None
