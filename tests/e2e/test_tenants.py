@@ -50,6 +50,8 @@ TENANT_SCOPED = {
     ("GET", "/graphs"),
     ("GET", "/graphs/{name}"),
     ("PUT", "/graphs/{name}"),
+    # AG-UI (tests/e2e/test_agui.py): threads are per tenant; another's is unknown (404).
+    ("POST", "/agui/{graph}"),
 }
 PROBLEM = "application/problem+json"
 
@@ -69,6 +71,7 @@ def concrete(path: str, workflow_id: str, run_id: str) -> str:
         "run_id": run_id,
         "name": "UserInput",
         "launch_id": "ws-1",
+        "graph": "approval-flow",
     }
     if "/files/" in path:
         values["name"] = "notes.txt"
