@@ -229,3 +229,16 @@ async def test_published_agui_client_runs_and_answers(
     assert second["result"]["decision"] == "approve"
     assert "STEP_STARTED" in second["events"] and "TEXT_MESSAGE_CONTENT" in second["events"]
     assert report["errors"] == []
+
+
+async def test_workstream_activity_is_attributed_to_its_subagent(
+    http: httpx.AsyncClient, examples: list[str], unique: str
+) -> None:
+    events = await agui_events(http, "delegation", run_input(f"t-{unique}", "r1", "durable agents"))
+    bodies = [e.json() for e in events]
+    started = [b for b in bodies if b["type"] == "SUBAGENT_STARTED"]
+    assert [b["subagentRunId"] for b in started] == ["ws-1"]
+    child = [b["type"] for b in bodies if b.get("subagentRunId") == "ws-1"]
+    assert child[0] == "SUBAGENT_STARTED" and child[-1] == "SUBAGENT_FINISHED"
+    assert len(child) > 2  # the child's own work, attributed to it
+    assert bodies[-1]["type"] == "RUN_FINISHED" and bodies[-1]["result"]["state"] == "completed"

@@ -72,6 +72,7 @@ def concrete(path: str, workflow_id: str, run_id: str) -> str:
         "name": "UserInput",
         "launch_id": "ws-1",
         "graph": "approval-flow",
+        "node_id": "draft",
     }
     if "/files/" in path:
         values["name"] = "notes.txt"
