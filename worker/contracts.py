@@ -24,6 +24,7 @@ FINISH_RUN = "finish_run"
 POST_MESSAGE = "post_message"
 MERGE_CHILD_ARTIFACTS = "merge_child_artifacts"
 FINISH_WORKSTREAM = "finish_workstream"
+RECORD_RUN_START = "record_run_start"
 
 
 class RunRef(BaseModel):
@@ -171,3 +172,12 @@ class MergedArtifacts(BaseModel):
     """What ``merge_child_artifacts`` copied: the parent's new artifact names."""
 
     names: list[str] = Field(default_factory=list)
+
+
+class RunStart(BaseModel):
+    """Input of ``record_run_start``: what a scheduled run's document starts with."""
+
+    run: RunRef
+    user_id: str | None = None
+    input: Any = None
+    context: dict[str, Any] = Field(default_factory=dict)

@@ -64,6 +64,51 @@ async def resolve_graph(body: StartRunRequest, archive: RunArchive, tenant_id: s
     return parse_graph(stored)
 
 
+async def build_run_input(
+    body: StartRunRequest,
+    *,
+    tenant_id: str,
+    user_id: str | None,
+    archive: RunArchive,
+    catalog: CatalogCache,
+) -> GraphRunInput:
+    """The validated ``GraphRun`` input of a start request (also what a schedule runs).
+
+    Raises:
+        NotFound, GraphInvalid, ExecutorNotFound, InputInvalid: the graph or input is bad.
+    """
+    spec = await resolve_graph(body, archive, tenant_id)
+    validate_graph(spec, await catalog.get())
+    validate_run_input(spec, body.input)
+    return GraphRunInput(
+        graph=spec,
+        input=body.input,
+        context=body.context,
+        meta=body.meta,
+        tenant_id=tenant_id,
+        user_id=user_id,
+    )
+
+
+def run_search_attributes(run_input: GraphRunInput) -> TypedSearchAttributes:
+    """The search attributes every run carries: its tenant and graph (see ``access``)."""
+    return TypedSearchAttributes(
+        [
+            SearchAttributePair(TENANT_KEY, run_input.tenant_id),
+            SearchAttributePair(GRAPH_KEY, run_input.graph.name),
+        ]
+    )
+
+
+def run_memo(run_input: GraphRunInput) -> dict[str, Any]:
+    """The memo every run carries: graph, tenant and the user who started it."""
+    return {
+        "graph": run_input.graph.name,
+        "tenant": run_input.tenant_id,
+        "user": run_input.user_id,
+    }
+
+
 async def start_run(
     body: StartRunRequest,
     *,
@@ -88,19 +133,11 @@ async def start_run(
             is started.
         Unavailable: Temporal cannot be reached.
     """
-    spec = await resolve_graph(body, archive, tenant_id)
-    validate_graph(spec, await catalog.get())
-    validate_run_input(spec, body.input)
-
-    workflow_id = new_workflow_id(tenant_id, idempotency_key)
-    run_input = GraphRunInput(
-        graph=spec,
-        input=body.input,
-        context=body.context,
-        meta=body.meta,
-        tenant_id=tenant_id,
-        user_id=user_id,
+    run_input = await build_run_input(
+        body, tenant_id=tenant_id, user_id=user_id, archive=archive, catalog=catalog
     )
+    spec = run_input.graph
+    workflow_id = new_workflow_id(tenant_id, idempotency_key)
     try:
         handle = await _start(
             temporal, run_input, workflow_id, settings, idempotent=bool(idempotency_key)
@@ -140,12 +177,7 @@ async def _start(
     *,
     idempotent: bool,
 ) -> WorkflowHandle[Any, Any]:
-    search_attributes = TypedSearchAttributes(
-        [
-            SearchAttributePair(TENANT_KEY, run_input.tenant_id),
-            SearchAttributePair(GRAPH_KEY, run_input.graph.name),
-        ]
-    )
+    search_attributes = run_search_attributes(run_input)
     if idempotent:
         # Same key → same workflow id: a running run is reused, a closed one is
         # reported (WorkflowAlreadyStartedError) instead of started again.
@@ -159,11 +191,7 @@ async def _start(
         run_input,
         id=workflow_id,
         task_queue=settings.task_queue,
-        memo={
-            "graph": run_input.graph.name,
-            "tenant": run_input.tenant_id,
-            "user": run_input.user_id,
-        },
+        memo=run_memo(run_input),
         search_attributes=search_attributes,
         id_conflict_policy=conflict,
         id_reuse_policy=reuse,

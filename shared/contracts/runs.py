@@ -82,6 +82,13 @@ class GraphRunInput(BaseModel):
         description="fork: node id → recorded outcome; these nodes complete without running",
     )
     fork_of: str | None = Field(None, description="fork: the workflow id whose outputs are reused")
+    scheduled_by: str | None = Field(
+        None,
+        description=(
+            "the schedule that started this run; such a run writes its own run document "
+            "and stream metadata, which the gateway writes for the starts it makes"
+        ),
+    )
 
 
 class GraphRunResult(BaseModel):

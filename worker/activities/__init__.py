@@ -23,6 +23,7 @@ def build_activities(
     from spindle.worker.activities.hitl import HitlActivities
     from spindle.worker.activities.lifecycle import LifecycleActivities
     from spindle.worker.activities.nodes import NodeActivities
+    from spindle.worker.activities.run_start import RunStartActivities
     from spindle.worker.offerings import load_offerings
 
     load_offerings()  # the node types and tools the activities look up by name
@@ -30,6 +31,7 @@ def build_activities(
     agent = AgentActivities(bus, archive, llm)
     hitl = HitlActivities(bus, archive)
     lifecycle = LifecycleActivities(bus, archive)
+    run_start = RunStartActivities(bus, archive)
     return [
         nodes.execute_node,
         agent.llm_turn,
@@ -38,4 +40,5 @@ def build_activities(
         hitl.accept_input,
         lifecycle.finish_run,
         lifecycle.post_message,
+        run_start.record_run_start,
     ]

@@ -56,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
         EXECUTE_NODE,
         FINISH_RUN,
         POST_MESSAGE,
+        RECORD_RUN_START,
         REQUEST_INPUT,
         InputAcceptance,
         InputRequest,
@@ -64,6 +65,7 @@ with workflow.unsafe.imports_passed_through():
         RunFinish,
         RunNotice,
         RunRef,
+        RunStart,
     )
     from spindle.worker.hitl import resolve_answer
     from spindle.worker.registry import spec_of
@@ -134,6 +136,8 @@ class GraphRun(WorkstreamHandlers):
                 after its retries; the run is then Failed in Temporal.
         """
         try:
+            if run_input.scheduled_by is not None:
+                await self._record_start(run_input)
             await self._drive()
             # Non-interactive children run to their end (deadline-bounded).
             await self._workstreams.close("parent_finished", stop_all=False)
@@ -273,6 +277,22 @@ class GraphRun(WorkstreamHandlers):
             await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()
         self._pending.clear()
+
+    async def _record_start(self, run_input: GraphRunInput) -> None:
+        # Started by a Temporal schedule, not the gateway: no one wrote the run
+        # document and stream metadata yet (see worker/activities/run_start.py).
+        await workflow.execute_activity(
+            RECORD_RUN_START,
+            RunStart(
+                run=self._run,
+                user_id=run_input.user_id,
+                input=run_input.input,
+                context=run_input.context,
+            ),
+            activity_id="record_start",
+            start_to_close_timeout=policies.LIFECYCLE_START_TO_CLOSE,
+            retry_policy=policies.LIFECYCLE_RETRY,
+        )
 
     async def _finish(self, status: RunStatus) -> None:
         await workflow.execute_activity(
