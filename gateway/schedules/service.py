@@ -65,6 +65,7 @@ _OVERLAP = {
     OverlapPolicy.TERMINATE_OTHER: ScheduleOverlapPolicy.TERMINATE_OTHER,
     OverlapPolicy.ALLOW_ALL: ScheduleOverlapPolicy.ALLOW_ALL,
 }
+_CRON_MEMO = "schedule_cron"
 _OVERLAP_NAME = {temporal: ours for ours, temporal in _OVERLAP.items()}
 
 
@@ -134,7 +135,8 @@ class ScheduleService:
             # Temporal appends the scheduled time: each run has an id of its own.
             id=f"run-{temporal_schedule_id(self.tenant_id, schedule_id)}",
             task_queue=self.settings.task_queue,
-            memo=run_memo(run_input),
+            # Temporal describes a cron as calendar specs: its text is kept here.
+            memo=run_memo(run_input) | ({_CRON_MEMO: body.cron} if body.cron else {}),
             typed_search_attributes=run_search_attributes(run_input),
             static_summary=f"graph {run_input.graph.name} (schedule {schedule_id})",
         )
@@ -288,6 +290,11 @@ class ScheduleService:
             decoded = await self.temporal.data_converter.decode(list(action.args), [GraphRunInput])
             run_input = decoded[0]
         memo = await description.memo()
+        cron: str | None = None
+        if isinstance(action, ScheduleActionStartWorkflow) and action.memo:
+            raw = action.memo.get(_CRON_MEMO)
+            if raw is not None:
+                [cron] = await self.temporal.data_converter.decode([raw], [str])
         info = description.info
         recent = [
             ScheduledRun(
@@ -306,7 +313,7 @@ class ScheduleService:
             input=run_input.input if run_input else None,
             context=run_input.context if run_input else {},
             meta=run_input.meta if run_input else {},
-            cron=timing.get("cron"),
+            cron=cron or timing.get("cron"),
             interval_seconds=timing.get("interval_seconds"),
             interval_offset_seconds=timing.get("interval_offset_seconds", 0),
             time_zone=schedule.spec.time_zone_name or "UTC",
