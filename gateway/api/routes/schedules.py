@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Path, Response, status
+from fastapi import APIRouter, Body, Depends, Path, Response, status
 from temporalio.client import Client
 
 from spindle.gateway.api.deps import (
@@ -68,6 +69,37 @@ def _known_shape(schedule_id: str) -> str:
     return schedule_id
 
 
+@dataclass(frozen=True)
+class OwnedSchedule:
+    """A schedule of the caller's tenant, found before any body is looked at."""
+
+    id: str
+    detail: ScheduleDetail
+    service: ScheduleService
+
+
+async def owned_schedule(
+    schedule_id: ScheduleId,
+    *,
+    temporal: TemporalDep,
+    identity: IdentityDep,
+    archive: ArchiveDep,
+    catalog: CatalogDep,
+    settings: SettingsDep,
+) -> OwnedSchedule:
+    """The schedule in the path if the caller's tenant has it; else 404.
+
+    A dependency, so another tenant's schedule is a 404 even when the body is
+    also wrong, exactly as an unknown schedule is.
+    """
+    service = _service(temporal, identity, archive, catalog, settings)
+    detail = await service.get(_known_shape(schedule_id))
+    return OwnedSchedule(schedule_id, detail, service)
+
+
+OwnedScheduleDep = Annotated[OwnedSchedule, Depends(owned_schedule)]
+
+
 @router.post(
     "/schedules",
     status_code=status.HTTP_201_CREATED,
@@ -115,17 +147,8 @@ async def list_schedules(
     summary="Describe a schedule: what it runs, when, and its recent runs",
     responses=PROBLEMS,
 )
-async def get_schedule(
-    schedule_id: ScheduleId,
-    *,
-    temporal: TemporalDep,
-    identity: IdentityDep,
-    archive: ArchiveDep,
-    catalog: CatalogDep,
-    settings: SettingsDep,
-) -> ScheduleDetail:
-    service = _service(temporal, identity, archive, catalog, settings)
-    return await service.get(_known_shape(schedule_id))
+async def get_schedule(schedule: OwnedScheduleDep) -> ScheduleDetail:
+    return schedule.detail
 
 
 @router.put(
@@ -135,26 +158,15 @@ async def get_schedule(
     responses=PROBLEMS,
 )
 async def update_schedule(
-    schedule_id: ScheduleId,
-    body: ScheduleBody,
-    *,
-    temporal: TemporalDep,
-    identity: IdentityDep,
-    archive: ArchiveDep,
-    catalog: CatalogDep,
-    settings: SettingsDep,
+    schedule: OwnedScheduleDep, body: ScheduleBody, identity: IdentityDep
 ) -> ScheduleDetail:
-    service = _service(temporal, identity, archive, catalog, settings)
-    await service.update(_known_shape(schedule_id), body, identity.user_id)
-    return await service.get(schedule_id)
+    await schedule.service.update(schedule.id, body, identity.user_id)
+    return await schedule.service.get(schedule.id)
 
 
-async def _set_paused(
-    schedule_id: str, note: str | None, paused: bool, service: ScheduleService
-) -> ScheduleDetail:
-    await service.get(_known_shape(schedule_id))  # 404 first, as for every other route
-    await service.pause(schedule_id, note, paused=paused)
-    return await service.get(schedule_id)
+async def _set_paused(schedule: OwnedSchedule, note: str | None, paused: bool) -> ScheduleDetail:
+    await schedule.service.pause(schedule.id, note, paused=paused)
+    return await schedule.service.get(schedule.id)
 
 
 @router.post(
@@ -164,17 +176,9 @@ async def _set_paused(
     responses=PROBLEMS,
 )
 async def pause_schedule(
-    schedule_id: ScheduleId,
-    *,
-    temporal: TemporalDep,
-    identity: IdentityDep,
-    archive: ArchiveDep,
-    catalog: CatalogDep,
-    settings: SettingsDep,
-    body: Annotated[PauseRequest | None, Body()] = None,
+    schedule: OwnedScheduleDep, body: Annotated[PauseRequest | None, Body()] = None
 ) -> ScheduleDetail:
-    service = _service(temporal, identity, archive, catalog, settings)
-    return await _set_paused(schedule_id, body.note if body else None, True, service)
+    return await _set_paused(schedule, body.note if body else None, True)
 
 
 @router.post(
@@ -184,17 +188,9 @@ async def pause_schedule(
     responses=PROBLEMS,
 )
 async def unpause_schedule(
-    schedule_id: ScheduleId,
-    *,
-    temporal: TemporalDep,
-    identity: IdentityDep,
-    archive: ArchiveDep,
-    catalog: CatalogDep,
-    settings: SettingsDep,
-    body: Annotated[PauseRequest | None, Body()] = None,
+    schedule: OwnedScheduleDep, body: Annotated[PauseRequest | None, Body()] = None
 ) -> ScheduleDetail:
-    service = _service(temporal, identity, archive, catalog, settings)
-    return await _set_paused(schedule_id, body.note if body else None, False, service)
+    return await _set_paused(schedule, body.note if body else None, False)
 
 
 @router.post(
@@ -205,19 +201,10 @@ async def unpause_schedule(
     responses=PROBLEMS,
 )
 async def trigger_schedule(
-    schedule_id: ScheduleId,
-    *,
-    temporal: TemporalDep,
-    identity: IdentityDep,
-    archive: ArchiveDep,
-    catalog: CatalogDep,
-    settings: SettingsDep,
-    body: Annotated[TriggerRequest | None, Body()] = None,
+    schedule: OwnedScheduleDep, body: Annotated[TriggerRequest | None, Body()] = None
 ) -> ScheduleAccepted:
-    service = _service(temporal, identity, archive, catalog, settings)
-    await service.get(_known_shape(schedule_id))
-    await service.trigger(schedule_id, body.overlap if body else None)
-    return ScheduleAccepted(schedule_id=schedule_id, message="a run is being started")
+    await schedule.service.trigger(schedule.id, body.overlap if body else None)
+    return ScheduleAccepted(schedule_id=schedule.id, message="a run is being started")
 
 
 @router.post(
@@ -227,20 +214,9 @@ async def trigger_schedule(
     summary="Start the runs the schedule would have started between start and end",
     responses=PROBLEMS,
 )
-async def backfill_schedule(
-    schedule_id: ScheduleId,
-    body: BackfillRequest,
-    *,
-    temporal: TemporalDep,
-    identity: IdentityDep,
-    archive: ArchiveDep,
-    catalog: CatalogDep,
-    settings: SettingsDep,
-) -> ScheduleAccepted:
-    service = _service(temporal, identity, archive, catalog, settings)
-    await service.get(_known_shape(schedule_id))
-    await service.backfill(schedule_id, body)
-    return ScheduleAccepted(schedule_id=schedule_id, message="the backfill's runs are starting")
+async def backfill_schedule(schedule: OwnedScheduleDep, body: BackfillRequest) -> ScheduleAccepted:
+    await schedule.service.backfill(schedule.id, body)
+    return ScheduleAccepted(schedule_id=schedule.id, message="the backfill's runs are starting")
 
 
 @router.delete(
@@ -250,15 +226,6 @@ async def backfill_schedule(
     summary="Delete a schedule (runs it started keep running)",
     responses=PROBLEMS,
 )
-async def delete_schedule(
-    schedule_id: ScheduleId,
-    *,
-    temporal: TemporalDep,
-    identity: IdentityDep,
-    archive: ArchiveDep,
-    catalog: CatalogDep,
-    settings: SettingsDep,
-) -> Response:
-    service = _service(temporal, identity, archive, catalog, settings)
-    await service.delete(_known_shape(schedule_id))
+async def delete_schedule(schedule: OwnedScheduleDep) -> Response:
+    await schedule.service.delete(schedule.id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
