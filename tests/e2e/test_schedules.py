@@ -5,13 +5,18 @@ Runs are started with "trigger now" and backfills, never by waiting for a cron.
 
 from __future__ import annotations
 
+import os
+import subprocess
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 
-from tests.e2e.conftest import Caller, SpindleStack, client_for
+from tests.cli_runner import run_spindle
+from tests.e2e.conftest import REPO_ROOT, Caller, SpindleStack, client_for
 from tests.e2e.run_driver import T, updates, wait_for_status
 from tests.polling import eventually
 
@@ -213,3 +218,62 @@ async def test_another_tenants_schedule_answers_as_an_unknown_one(
         assert schedule_id not in {s["id"] for s in listed}
     still = await http.get(f"/schedules/{schedule_id}")
     assert still.status_code == 200 and still.json()["paused"] is False
+
+
+def user_env(stack: SpindleStack, caller: Caller) -> dict[str, str]:
+    """A user's environment: the gateway's address and a key, no server settings."""
+    kept = {
+        name: value
+        for name, value in os.environ.items()
+        if not any(server in name for server in ("MONGO", "TEMPORAL", "REDIS"))
+    }
+    # This checkout's code, whichever checkout the installed command points at.
+    return {
+        **kept,
+        "SPINDLE_URL": stack.base_url,
+        "SPINDLE_API_KEY": caller.key,
+        "PYTHONPATH": str(REPO_ROOT),
+    }
+
+
+async def test_the_cli_manages_schedules_through_the_gateway(
+    stack: SpindleStack,
+    callers: dict[str, Caller],
+    http: httpx.AsyncClient,
+    examples: list[str],
+    unique: str,
+    tmp_path: Path,
+) -> None:
+    env = user_env(stack, callers["alice"])
+    schedule_id = f"cli-{unique}"
+
+    def spindle(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_spindle("schedules", *args, environ=env, cwd=tmp_path)
+
+    made = spindle(
+        "create", schedule_id, "--graph", "pipeline", "--cron", "30 6 * * 1",
+        "--input", '{"text": "from the command line"}', "--note", "weekly",
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert "cron 30 6 * * 1" in made.stdout
+    shown = spindle("get", schedule_id, "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert orjson.loads(shown.stdout)["input"] == {"text": "from the command line"}
+    assert spindle("pause", schedule_id, "--note", "later").stdout.strip().endswith("paused")
+    assert (await http.get(f"/schedules/{schedule_id}")).json()["paused"] is True
+    assert spindle("unpause", schedule_id).stdout.strip().endswith("active")
+    triggered = spindle("trigger", schedule_id)
+    assert triggered.returncode == 0, triggered.stderr
+    [workflow_id] = await recent_runs(http, schedule_id, 1)
+    await wait_for_status(http, workflow_id, {"completed"})
+
+    async def listed() -> bool:
+        return schedule_id in spindle("list").stdout
+
+    await eventually(listed, what="the schedule in `schedules list`", timeout=15, interval=0.2)
+    assert spindle("delete", schedule_id).returncode == 0
+    missing = spindle("get", schedule_id)
+    assert missing.returncode == 1
+    assert f"schedule '{schedule_id}' not found" in missing.stderr
+    bad = spindle("create", f"bad-{unique}", "--graph", "pipeline", "--cron", "1 2 3")
+    assert bad.returncode == 1 and "cron" in bad.stderr

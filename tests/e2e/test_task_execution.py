@@ -8,8 +8,8 @@ use the built-in ``tool`` executor (``word_count``, ``calculator``) and the
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Any
 
 import httpx
