@@ -47,7 +47,7 @@ def add_schedules_command(commands: argparse._SubParsersAction[argparse.Argument
     )
     actions = parser.add_subparsers(title="actions", metavar="ACTION", required=True)
 
-    create = actions.add_parser("create", help="create a schedule")
+    create = _action(actions, "create", "create a schedule")
     create.add_argument("schedule_id", metavar="ID")
     create.add_argument("--graph", required=True, help="a registered graph's name")
     timing = create.add_mutually_exclusive_group(required=True)
@@ -61,37 +61,44 @@ def add_schedules_command(commands: argparse._SubParsersAction[argparse.Argument
     create.add_argument("--json", action="store_true", help="print the schedule as JSON")
     create.set_defaults(handler=_cmd_create)
 
-    listing = actions.add_parser("list", help="your tenant's schedules")
+    listing = _action(actions, "list", "your tenant's schedules")
     listing.add_argument("--json", action="store_true", help="print the list as JSON")
     listing.set_defaults(handler=_cmd_list)
 
-    get = actions.add_parser("get", help="a schedule: timing, state, next and recent runs")
+    get = _action(actions, "get", "a schedule: timing, state, next and recent runs")
     get.add_argument("schedule_id", metavar="ID")
     get.add_argument("--json", action="store_true", help="print the schedule as JSON")
     get.set_defaults(handler=_cmd_get)
 
     for name, what in (("pause", "pause a schedule"), ("unpause", "unpause a schedule")):
-        action = actions.add_parser(name, help=what)
+        action = _action(actions, name, what)
         action.add_argument("schedule_id", metavar="ID")
         action.add_argument("--note", default=None, help="why")
         action.set_defaults(handler=_cmd_pause, action=name)
 
-    trigger = actions.add_parser("trigger", help="start one run now")
+    trigger = _action(actions, "trigger", "start one run now")
     trigger.add_argument("schedule_id", metavar="ID")
     trigger.set_defaults(handler=_cmd_trigger)
 
-    backfill = actions.add_parser("backfill", help="start the runs of a past span")
+    backfill = _action(actions, "backfill", "start the runs of a past span")
     backfill.add_argument("schedule_id", metavar="ID")
     backfill.add_argument("--start", required=True, help="ISO 8601 with offset")
     backfill.add_argument("--end", required=True, help="ISO 8601 with offset")
     backfill.set_defaults(handler=_cmd_backfill)
 
-    delete = actions.add_parser("delete", help="delete a schedule (its runs keep running)")
+    delete = _action(actions, "delete", "delete a schedule (its runs keep running)")
     delete.add_argument("schedule_id", metavar="ID")
     delete.set_defaults(handler=_cmd_delete)
 
-    for action_parser in actions.choices.values():
-        add_client_flags(action_parser)
+
+def _action(
+    actions: argparse._SubParsersAction[argparse.ArgumentParser], name: str, what: str
+) -> argparse.ArgumentParser:
+    parser = actions.add_parser(
+        name, help=what, description=described(f"{what[0].upper()}{what[1:]}.", THROUGH_GATEWAY)
+    )
+    add_client_flags(parser)
+    return parser
 
 
 def _call(args: argparse.Namespace, method: str, path: str, body: Any = None) -> Any:
