@@ -18,7 +18,9 @@ _CRON_FIELD = re.compile(r"^[0-9A-Za-z*?/,#LW-]+$")
 _CRON_NAMES = frozenset(
     {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
 )
-MIN_INTERVAL_SECONDS = 1
+# A cron's granularity is a minute; an interval no finer keeps one schedule from
+# starting runs faster than a tenant could through the gateway's run-start limit.
+MIN_INTERVAL_SECONDS = 60
 MAX_INTERVAL_SECONDS = 366 * 24 * 3600
 
 
