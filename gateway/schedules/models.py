@@ -8,7 +8,15 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 SCHEDULE_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 # Temporal's cron dialect: five fields (six or seven with seconds and years), or a
@@ -167,7 +175,7 @@ class BackfillRequest(BaseModel):
 
     @field_validator("end")
     @classmethod
-    def _after_start(cls, value: datetime, info: Any) -> datetime:
+    def _after_start(cls, value: datetime, info: ValidationInfo) -> datetime:
         start = info.data.get("start")
         if start is not None and value <= start:
             raise ValueError("'end' must be after 'start'")

@@ -175,7 +175,7 @@ class ScheduleService:
                 errors=[{"in": "body", "field": "id", "rule": "unique"}],
             ) from None
         except RPCError as exc:
-            raise _schedule_error(exc, schedule_id) from exc
+            raise _schedule_error(exc, schedule_id, body) from exc
         return await self.get(schedule_id)
 
     async def get(self, schedule_id: str) -> ScheduleDetail:
@@ -215,7 +215,7 @@ class ScheduleService:
         try:
             await self._handle(schedule_id).update(updater, rpc_timeout=RPC_TIMEOUT)
         except RPCError as exc:
-            raise _schedule_error(exc, schedule_id) from exc
+            raise _schedule_error(exc, schedule_id, body) from exc
 
     async def pause(self, schedule_id: str, note: str | None, *, paused: bool) -> None:
         """Pause or unpause the schedule (``note`` says why)."""
@@ -346,13 +346,16 @@ def _timing(spec: ScheduleSpec | None) -> dict[str, Any]:
     return {}
 
 
-def _schedule_error(exc: RPCError, schedule_id: str) -> SpindleError:
+def _schedule_error(
+    exc: RPCError, schedule_id: str, body: ScheduleBody | None = None
+) -> SpindleError:
     if exc.status == RPCStatusCode.NOT_FOUND:
         return not_found(schedule_id)
-    if exc.status == RPCStatusCode.INVALID_ARGUMENT:
+    if exc.status == RPCStatusCode.INVALID_ARGUMENT and body is not None:
         # Values the shape checks let through (e.g. "61 * * * *"): Temporal's own word.
+        field = "cron" if body.cron is not None else "interval_seconds"
         return ValidationFailed(
-            f"Temporal refused the schedule: {exc.message}",
-            errors=[{"in": "body", "field": "cron", "rule": "cron", "message": exc.message}],
+            f"{field}: Temporal refused the schedule: {exc.message}",
+            errors=[{"in": "body", "field": field, "rule": "temporal", "message": exc.message}],
         )
     return temporal_error(exc, what="Temporal")

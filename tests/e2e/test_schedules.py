@@ -145,6 +145,8 @@ async def test_a_backfill_starts_the_runs_of_the_span(
         ({"graph": ""}, "graph"),
         ({"cron": "every day"}, "cron"),
         ({"cron": "* * *"}, "cron"),
+        ({"cron": "61 * * * *"}, "cron"),
+        ({"cron": None, "interval_seconds": 59}, "interval_seconds"),
         ({"time_zone": "Mars/Olympus"}, "time_zone"),
         ({"overlap": "sometimes"}, "overlap"),
         ({"note": "x" * 501}, "note"),
