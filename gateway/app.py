@@ -36,6 +36,7 @@ from spindle.gateway.api.routes import jsonrpc as jsonrpc_routes
 from spindle.gateway.api.routes import metrics as metrics_routes
 from spindle.gateway.api.routes import schedules as schedule_routes
 from spindle.gateway.auth.authenticator import Authenticator
+from spindle.gateway.auth.throttle import AuthFailureThrottle
 from spindle.gateway.http.access_log import install_access_log_redaction
 from spindle.gateway.http.body_limit import ContentLengthLimit
 from spindle.gateway.http.problems import install_problem_handlers
@@ -99,7 +100,15 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.hub = hub
     app.state.archive = archive
     app.state.catalog = CatalogCache(archive)
-    app.state.authenticator = Authenticator(settings, keys=keys)
+    app.state.authenticator = Authenticator(
+        settings,
+        keys=keys,
+        throttle=AuthFailureThrottle(
+            bus.redis,
+            limit=settings.auth_failure_limit,
+            window_seconds=settings.auth_failure_window_seconds,
+        ),
+    )
     app.state.limits = TenantLimits(bus.redis, settings)
     app.state.files = file_store
     # A2A push notifications: follows watched tasks' runs (protocols.a2a.push_watch).

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import uvicorn
 
 from spindle.gateway.app import create_app
 from spindle.gateway.http.graceful_server import GracefulServer
+from spindle.gateway.http.header_limit import bounded_http_protocol
 from spindle.shared.platform.logging_setup import configure_logging
-from spindle.shared.platform.settings import get_settings
+from spindle.shared.platform.settings import Settings, get_settings
 
 # Longer than common client pools' idle expiry (httpx: 5 s) so a client never
 # sends a request on a connection the server is closing at that very moment;
@@ -15,16 +18,14 @@ from spindle.shared.platform.settings import get_settings
 KEEP_ALIVE_SECONDS = 75
 
 
-def main() -> None:
-    settings = get_settings()
-    configure_logging(settings)
-    app = create_app(settings)
-    config = uvicorn.Config(
-        app,
+def server_config(app: Any, settings: Settings, **overrides: Any) -> uvicorn.Config:
+    """The gateway's uvicorn configuration (``overrides``: e.g. a test's port)."""
+    options: dict[str, Any] = dict(
         host=settings.gateway_host,
         port=settings.gateway_port,
         loop="uvloop",
-        http="httptools",
+        # httptools reads headers of any size; this one stops at max_header_bytes.
+        http=bounded_http_protocol(settings.max_header_bytes),
         log_level=settings.log_level.lower(),
         # uvicorn's own loggers propagate to the root handler configure_logging set.
         log_config=None,
@@ -34,6 +35,15 @@ def main() -> None:
         timeout_graceful_shutdown=settings.gateway_graceful_shutdown_seconds,
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
     )
+    options.update(overrides)
+    return uvicorn.Config(app, **options)
+
+
+def main() -> None:
+    settings = get_settings()
+    configure_logging(settings)
+    app = create_app(settings)
+    config = server_config(app, settings)
     GracefulServer(config, drain=app.state.stream_drain).run()
 
 

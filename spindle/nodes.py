@@ -56,10 +56,16 @@ Install it on the workers that run the graph workflows too: they read a plug-in'
 schedules the node with the defaults: 5 minutes, ``RetryDefaults()``).
 
 A graph then uses ``{"id": "hi", "type": "greet", "params": {"name": "Ada"}}``.
+
+``ctx.state`` holds only the state keys the node's ``inputs``, templates and
+expressions name, plus ``_previous``, ``meta`` and ``context`` (history per node
+stays constant, docs/graphs/index.md). A type whose code reads other keys of
+``ctx.state`` says ``reads_state=StateReads.ALL``: it then gets every node's
+output, which costs history with every node the graph has.
 """
 
 from spindle.shared.contracts.errors import ToolError
-from spindle.shared.graphs.node_types import NodeTypeSpec, RetryDefaults, RunKind
+from spindle.shared.graphs.node_types import NodeTypeSpec, RetryDefaults, RunKind, StateReads
 from spindle.worker.registry import NodeContext, NodeResult, node_type
 from spindle.worker.tools import tool
 
@@ -69,6 +75,7 @@ __all__ = [
     "NodeTypeSpec",
     "RetryDefaults",
     "RunKind",
+    "StateReads",
     "ToolError",
     "node_type",
     "tool",

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from spindle.shared.contracts.graph_spec import NodeSpec
 from spindle.shared.contracts.runs import NodeReport, PendingInput, RunStatus, UserInput
+from spindle.shared.graphs.node_params import InlineNode
 
 EXECUTE_NODE = "execute_node"
 LLM_TURN = "llm_turn"
@@ -24,6 +25,9 @@ FINISH_RUN = "finish_run"
 POST_MESSAGE = "post_message"
 MERGE_CHILD_ARTIFACTS = "merge_child_artifacts"
 FINISH_WORKSTREAM = "finish_workstream"
+PLAN_ITEMS = "plan_items"
+RUN_ITEM_BATCH = "run_item_batch"
+COLLECT_ITEMS = "collect_items"
 RECORD_RUN_START = "record_run_start"
 
 
@@ -46,7 +50,8 @@ class NodeExecution(BaseModel):
     visit: int = 1
     state: dict[str, Any] = Field(
         default_factory=dict,
-        description="run state: input, context, meta, each node's output, _previous",
+        description="the run state the node reads: _previous, meta, context and the keys "
+        "its inputs/templates/expressions name (spindle.shared.graphs.state_reads)",
     )
     started_at: str = Field(description="ISO 8601 workflow time the node started")
 
@@ -77,9 +82,17 @@ class ChatMessage(BaseModel):
 
 
 class LlmTurnInput(BaseModel):
+    """One LLM turn. With ``conversation`` set, ``messages`` holds only the messages
+    from position ``stored`` on; the activity stores them and loads the earlier
+    ones (``spindle.shared.store.conversations``), so history per turn is constant."""
+
     execution: NodeExecution
     turn: int
     messages: list[ChatMessage]
+    conversation: str | None = Field(
+        None, description="the loop's id in the conversation store; None: messages are all"
+    )
+    stored: int = Field(0, ge=0, description="messages before these, in the conversation store")
 
 
 class LlmTurnResult(BaseModel):
@@ -172,6 +185,46 @@ class MergedArtifacts(BaseModel):
     """What ``merge_child_artifacts`` copied: the parent's new artifact names."""
 
     names: list[str] = Field(default_factory=list)
+
+
+class ItemPlan(BaseModel):
+    """What ``plan_items`` stored: how many items, in how many pages (batches)."""
+
+    total: int
+    pages: int
+    batch_size: int
+
+
+class ItemBatch(BaseModel):
+    """Input of ``run_item_batch``: one page of a map's items, run through its node.
+
+    ``execution`` carries no state: the batch reads the state ``plan_items``
+    stored, so history holds no item and no copy of the state per batch.
+    """
+
+    execution: NodeExecution
+    node: InlineNode
+    page: int
+    plan: ItemPlan
+    concurrency: int = Field(ge=1, description="items of this batch in flight at once")
+
+
+class ItemBatchDone(BaseModel):
+    """What one batch did: its items' counts (the items themselves are stored)."""
+
+    succeeded: int
+    failed: int
+
+
+class ItemCollection(BaseModel):
+    """Input of ``collect_items``: assemble a map's output from its result pages.
+
+    ``execution`` carries only the run's ``meta`` of the state (a task run's ids).
+    """
+
+    execution: NodeExecution
+    plan: ItemPlan
+    max_failed_ratio: float = 1.0
 
 
 class RunStart(BaseModel):

@@ -211,8 +211,9 @@ async def publish_catalog(archive: RunArchive | None) -> None:
 async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
     """Run a worker until ``stop`` is set (by default: until SIGINT/SIGTERM)."""
     from spindle.shared.bus.message_bus import MessageBus
+    from spindle.shared.platform.outbound import outbound_policy
     from spindle.shared.store.archive import RunArchive
-    from spindle.shared.tasks.push import PushDelivery, PushOutbox
+    from spindle.shared.tasks.push import DeliveryLimits, PushDelivery, PushOutbox
     from spindle.worker.archive_outbox import ArchiveCatchUp, ArchiveOutbox, attach_outbox
 
     if stop is None:
@@ -241,7 +242,10 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
         catch_up = ArchiveCatchUp(outbox, archive)
     llm = provider_from_settings(settings)
     # Task-update callbacks (seed 003 push notifications) queued by any process.
-    push = PushDelivery(PushOutbox(bus.redis))
+    push = PushDelivery(
+        PushOutbox(bus.redis, DeliveryLimits.from_settings(settings)),
+        policy=outbound_policy(settings),
+    )
     try:
         push.start()
         if catch_up is not None:

@@ -87,12 +87,22 @@ WORKSTREAM_FINISH_RETRY = RetryPolicy(
 """``finish_workstream``: a child's result artifact and closing message. Bounded:
 a child whose store is down still ends (with no artifact) instead of retrying for long."""
 
+# History volume (docs/graphs/index.md, long runs). Temporal refuses a run's history
+# past 51,200 events or 50 MB; a run warns on its stream at half of either.
+HISTORY_WARNING_EVENTS = 25_000
+HISTORY_WARNING_BYTES = 25 * 1024 * 1024
+# Node reports a run keeps in its workflow state (describe, result); the archive has all.
+REPORTS_KEPT = 100
+
 DEFAULT_START_TO_CLOSE = timedelta(minutes=5)
 TOOL_CALL_START_TO_CLOSE = timedelta(minutes=5)
 LIFECYCLE_START_TO_CLOSE = timedelta(seconds=30)
 LOCAL_ACTIVITY_START_TO_CLOSE = timedelta(seconds=30)
 ARTIFACT_MERGE_START_TO_CLOSE = timedelta(minutes=2)
 WORKSTREAM_FINISH_START_TO_CLOSE = timedelta(minutes=1)
+ITEM_BATCH_HEARTBEAT = timedelta(seconds=30)
+"""A ``run_item_batch`` silent this long is lost (its worker died): it is retried then,
+not after the whole start-to-close timeout."""
 
 
 def retry_from_spec(spec: RetrySpec, base: RetryPolicy) -> RetryPolicy:

@@ -27,7 +27,12 @@ from temporalio import activity
 
 from spindle.shared.contracts.errors import ExecutorNotFound
 from spindle.shared.contracts.graph_spec import NodeSpec
-from spindle.shared.graphs.node_types import BUILTIN_NODE_TYPES, NodeTypeSpec, RetryDefaults
+from spindle.shared.graphs.node_types import (
+    BUILTIN_NODE_TYPES,
+    NodeTypeSpec,
+    RetryDefaults,
+    StateReads,
+)
 
 if TYPE_CHECKING:
     from spindle.worker.activities.poster import MessagePoster
@@ -60,8 +65,10 @@ class NodeContext:
         node: the node's spec as written in the graph.
         params: resolved parameters (the type's params model, or a dict when the
             type declares none).
-        state: the run state (read-only by convention): ``input``, ``context``,
-            ``meta``, each finished node's output, ``_previous``.
+        state: the part of the run state the node reads (read-only by convention):
+            ``_previous``, ``meta``, ``context``, and the keys its ``inputs``,
+            templates and expressions name (all of it with
+            ``reads_state=StateReads.ALL``; see docs/graphs/long-runs.md).
         run: which run this is.
         poster: posts messages to the run's stream, idempotently.
         visit: how many times this node has run in this run, this one included.
@@ -149,6 +156,7 @@ def node_type(
     expressions: Iterable[str] = (),
     timeout_seconds: float | None = None,
     retry: RetryDefaults | None = None,
+    reads_state: StateReads = StateReads.DECLARED,
 ) -> Callable[[NodeImpl], NodeImpl]:
     """Register an async node implementation under ``name``, with its spec.
 
@@ -165,6 +173,10 @@ def node_type(
             default: 5 minutes (30 seconds for a ``local`` node).
         retry: default retry policy; default: ``RetryDefaults()`` (3 attempts,
             1 s doubling to 30 s).
+        reads_state: ``StateReads.DECLARED`` (default): ``ctx.state`` holds the
+            keys its ``inputs``/templates/expressions name, plus ``_previous``,
+            ``meta`` and ``context``; ``StateReads.ALL``: the whole run state,
+            for code that reads ``ctx.state`` freely (costs history per node).
     """
 
     def register(fn: NodeImpl) -> NodeImpl:
@@ -177,6 +189,7 @@ def node_type(
             expressions=tuple(expressions),
             timeout_seconds=timeout_seconds,
             retry=retry if retry is not None else RetryDefaults(),
+            reads_state=reads_state,
         )
         return implements(spec)(fn)
 

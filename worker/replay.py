@@ -3,7 +3,10 @@
 A change to ``GraphRun`` that would break runs in flight (a different activity, a
 different order of commands) makes replay of an older history fail with a
 non-determinism error. Histories are JSON files written with
-``WorkflowHistory.to_json()``; the file stem is the run's workflow id.
+``WorkflowHistory.to_json()``; the file stem is the run's workflow id, followed by
+``~<generation>`` for the second and later runs of a run that continued as new
+(each generation's history replays on its own: its first event holds the carried
+state).
 
 Usage: ``python -m spindle.worker.replay tests/histories/*.json`` (exit status 1 on any
 failure). Tests replay every file under ``tests/histories``.
@@ -47,14 +50,18 @@ class ReplayFailure:
 
 
 def load_history(path: str | Path) -> WorkflowHistory:
-    """A history file written by ``WorkflowHistory.to_json()``; its stem is the id."""
+    """A history file written by ``WorkflowHistory.to_json()``; its stem is the id
+    (and ``~<generation>`` after a continue-as-new)."""
     file = Path(path)
-    return WorkflowHistory.from_json(file.stem, file.read_text(encoding="utf-8"))
+    workflow_id = file.stem.split("~", 1)[0]
+    return WorkflowHistory.from_json(workflow_id, file.read_text(encoding="utf-8"))
 
 
-def save_history(history: WorkflowHistory, folder: str | Path) -> Path:
-    """Write ``history`` as ``<folder>/<workflow id>.json``."""
-    target = Path(folder) / f"{history.workflow_id}.json"
+def save_history(history: WorkflowHistory, folder: str | Path, generation: int = 1) -> Path:
+    """Write ``history`` as ``<folder>/<workflow id>.json`` (``…~<generation>.json``
+    for the second and later runs of a continue-as-new chain)."""
+    suffix = f"~{generation}" if generation > 1 else ""
+    target = Path(folder) / f"{history.workflow_id}{suffix}.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(history.to_json() + "\n", encoding="utf-8")
     return target
@@ -117,6 +124,21 @@ async def fetch_history(
 ) -> WorkflowHistory:
     """The full event history of a run (its latest run when ``run_id`` is None)."""
     return await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+
+
+async def fetch_generations(
+    client: Client, workflow_id: str, first_run_id: str
+) -> list[WorkflowHistory]:
+    """The histories of every run of a continue-as-new chain, oldest first."""
+    histories: list[WorkflowHistory] = []
+    run_id: str | None = first_run_id
+    while run_id:
+        history = await fetch_history(client, workflow_id, run_id)
+        histories.append(history)
+        last = history.events[-1]
+        attributes = last.workflow_execution_continued_as_new_event_attributes
+        run_id = attributes.new_execution_run_id or None
+    return histories
 
 
 async def record_history(

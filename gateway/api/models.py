@@ -142,7 +142,10 @@ class CheckResult(BaseModel):
 
 class ReadyStatus(BaseModel):
     status: Literal["ready", "unavailable"]
-    checks: dict[str, CheckResult]
+    checks: dict[str, CheckResult] = Field(
+        default_factory=dict,
+        description="per dependency; empty unless the caller is authenticated",
+    )
 
 
 class Problem(BaseModel):

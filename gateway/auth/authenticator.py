@@ -11,18 +11,22 @@ Credentials, first found wins:
 With ``Settings.auth_disabled`` every request acts as the dev identity.
 Verified API keys are cached for ``Settings.api_key_cache_seconds`` per
 process so a request does not cost a Mongo round trip; a revoked key stops
-working within that time.
+working within that time, and so does every stream token it minted. Invalid
+keys are cached too (least recently used evicted first, ``KEY_CACHE_MAX``), and
+failed authentications are throttled per client address (``auth.throttle``).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import OrderedDict
 
 from fastapi import Request
 
 from spindle.gateway.auth.jwt_verifier import JwtVerifier
 from spindle.gateway.auth.stream_tokens import StreamTokenSigner, looks_like_stream_token
+from spindle.gateway.auth.throttle import AuthFailureThrottle
 from spindle.shared.contracts.errors import Unauthorized, Unavailable
 from spindle.shared.contracts.identity import DEV_IDENTITY, Identity
 from spindle.shared.platform.settings import Settings
@@ -47,6 +51,7 @@ class Authenticator:
         *,
         keys: ApiKeyStore | None,
         jwt_verifier: JwtVerifier | None = None,
+        throttle: AuthFailureThrottle | None = None,
     ) -> None:
         self._settings = settings
         self._keys = keys
@@ -61,7 +66,11 @@ class Authenticator:
         else:
             secret = settings.auth_secret
         self.stream_tokens = StreamTokenSigner(secret, settings.stream_token_ttl_seconds)
-        self._key_cache: dict[str, tuple[float, Identity | None]] = {}
+        self._throttle = throttle
+        # key hash → (valid until, identity or None for an invalid key); LRU order.
+        self._key_cache: OrderedDict[str, tuple[float, Identity | None]] = OrderedDict()
+        # key id → (valid until, still active): the keys behind stream tokens.
+        self._key_alive: OrderedDict[str, tuple[float, bool]] = OrderedDict()
 
     @property
     def disabled(self) -> bool:
@@ -72,6 +81,7 @@ class Authenticator:
 
         Raises:
             Unauthorized: no credentials, or credentials that do not verify.
+            RateLimited: this client address failed too often (``auth.throttle``).
             Unavailable: the key store (MongoDB) cannot be reached.
         """
         if self._settings.auth_disabled:
@@ -82,6 +92,20 @@ class Authenticator:
                 "credentials required: send 'Authorization: Bearer <API key or JWT>' or "
                 "'X-API-Key: <API key>'"
             )
+        cached = self._cached(key_hash(token)) if looks_like_api_key(token) else None
+        if cached is not None and cached[1] is not None:
+            return cached[1]
+        client = request.client.host if request.client is not None else "unknown"
+        if self._throttle is not None:
+            await self._throttle.check(client)
+        try:
+            return await self._verify(token)
+        except Unauthorized:
+            if self._throttle is not None:
+                await self._throttle.failed(client)
+            raise
+
+    async def _verify(self, token: str) -> Identity:
         if len(token) > MAX_TOKEN_CHARS:
             raise Unauthorized("the credential is too long")
         if looks_like_api_key(token):
@@ -90,6 +114,8 @@ class Authenticator:
             identity = self.stream_tokens.verify(token)
             if identity is None:
                 raise Unauthorized("the stream token is invalid or has expired")
+            if identity.key_id is not None and not await self._key_active(identity):
+                raise Unauthorized("the API key that minted this stream token has been revoked")
             return identity
         if not self._jwt.configured:
             raise Unauthorized(
@@ -113,11 +139,27 @@ class Authenticator:
                 return token
         return None
 
+    def _cached(self, digest: str) -> tuple[float, Identity | None] | None:
+        entry = self._key_cache.get(digest)
+        if entry is None:
+            return None
+        if entry[0] <= time.monotonic():
+            del self._key_cache[digest]
+            return None
+        self._key_cache.move_to_end(digest)
+        return entry
+
+    def _remember(self, digest: str, identity: Identity | None) -> None:
+        expires = time.monotonic() + self._settings.api_key_cache_seconds
+        self._key_cache[digest] = (expires, identity)
+        self._key_cache.move_to_end(digest)
+        while len(self._key_cache) > KEY_CACHE_MAX:
+            self._key_cache.popitem(last=False)
+
     async def _api_key(self, key: str) -> Identity:
         digest = key_hash(key)
-        now = time.monotonic()
-        cached = self._key_cache.get(digest)
-        if cached is not None and cached[0] > now:
+        cached = self._cached(digest)
+        if cached is not None:
             identity = cached[1]
         else:
             if self._keys is None:
@@ -127,9 +169,31 @@ class Authenticator:
             except Exception as exc:
                 log.warning("API key lookup failed: %s", exc)
                 raise Unavailable("the key store is unavailable; retry", retry_after=2) from exc
-            if len(self._key_cache) >= KEY_CACHE_MAX:
-                self._key_cache.clear()
-            self._key_cache[digest] = (now + self._settings.api_key_cache_seconds, identity)
+            self._remember(digest, identity)
         if identity is None:
             raise Unauthorized("the API key is invalid or has been revoked")
         return identity
+
+    async def _key_active(self, identity: Identity) -> bool:
+        """Whether the key that minted a stream token is still valid (cached like keys)."""
+        key_id = identity.key_id
+        assert key_id is not None
+        now = time.monotonic()
+        entry = self._key_alive.get(key_id)
+        if entry is not None and entry[0] > now:
+            self._key_alive.move_to_end(key_id)
+            return entry[1]
+        if self._keys is None:
+            return False
+        try:
+            active = await self._keys.is_active(
+                key_id, tenant_id=identity.tenant_id, user_id=identity.user_id
+            )
+        except Exception as exc:
+            log.warning("API key lookup failed: %s", exc)
+            raise Unavailable("the key store is unavailable; retry", retry_after=2) from exc
+        self._key_alive[key_id] = (now + self._settings.api_key_cache_seconds, active)
+        self._key_alive.move_to_end(key_id)
+        while len(self._key_alive) > KEY_CACHE_MAX:
+            self._key_alive.popitem(last=False)
+        return active

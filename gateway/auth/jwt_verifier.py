@@ -98,4 +98,5 @@ class JwtVerifier:
             user_id=str(claims["sub"]),
             roles=tuple(str(role) for role in roles if isinstance(role, str)),
             method="jwt",
+            expires_at=int(claims["exp"]),
         )

@@ -19,8 +19,10 @@ surrogates (none of them JSON under RFC 8259; the message bus cannot encode
 them), integers outside 64 bits and object keys containing U+0000 (BSON
 cannot store either). Each is a 400 or 422 problem naming the rule. A body
 that is plainly malformed is left to the route, which reports where (a REST
-route as a 400 problem; the JSON-RPC endpoints, exempt from this check, as
-their own parse error).
+route as a 400 problem; the JSON-RPC endpoints as their own parse error).
+The JSON-RPC endpoints (``JSON_RPC_PATHS``, A2A's too) skip this middleware's
+shape check and run ``json_body_problem`` in their parser instead, so their
+answer is a JSON-RPC error (-32600 / -32602), not a problem body.
 """
 
 from __future__ import annotations

@@ -45,10 +45,13 @@ _PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
 _DOCUMENTED = {
     400: "the body cannot be read: not JSON, not UTF-8, or nested too deeply (problem+json)",
     401: "missing or invalid credentials (problem+json)",
+    403: "the credential may not do this, e.g. a stream token outside its run's reads "
+    "(problem+json)",
     404: "unknown, or another tenant's (problem+json)",
     413: "the body is larger than the gateway accepts (problem+json)",
     415: "the body was not sent as application/json (problem+json)",
     422: "invalid parameters or body, naming each field and rule (problem+json)",
+    429: "too many requests (or failed authentications); retry after Retry-After (problem+json)",
     503: "a backing service is unavailable; retry after Retry-After (problem+json)",
 }
 _HTTP_TITLES = {
@@ -199,8 +202,9 @@ def document_problems(schema: dict[str, Any], authenticated: set[tuple[str, str]
     Every 4xx/5xx response without a body of its own (and FastAPI's default 422)
     becomes ``application/problem+json`` with the ``Problem`` schema, and every
     operation lists the errors any request of its shape can get: 400/413/415/422
-    with a body, 422 with parameters, 404 with path parameters, 401/503 when it
-    authenticates the caller.
+    with a body, 422 with parameters, 404 with path parameters, 401/403/429/503 when
+    it authenticates the caller (403: a stream token outside its scope; 429: the
+    failed-authentication throttle).
 
     Args:
         schema: the document, changed in place.
@@ -221,7 +225,7 @@ def document_problems(schema: dict[str, Any], authenticated: set[tuple[str, str]
             if "{" in path:
                 expected.add(404)
             if (method.upper(), path) in authenticated:
-                expected |= {401, 503}
+                expected |= {401, 403, 429, 503}
             for status in sorted(expected):
                 responses.setdefault(str(status), {"description": _DOCUMENTED[status]})
             for status, response in responses.items():

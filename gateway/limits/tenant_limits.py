@@ -13,6 +13,12 @@ When Redis cannot be reached the two kinds of limit fail differently, on purpose
   is served from Redis, so it could not work anyway, and an uncounted stream
   would escape the stream cap after Redis comes back.
 
+Every streaming transport takes its slot with ``TenantLimits.open_stream``: the
+REST SSE route (its ``RunEventStream`` refreshes and releases the lease), and the
+JSON-RPC task streams and A2A message/stream and tasks/resubscribe, whose
+responses are wrapped in ``SlotHoldingResponse`` (refreshed while it streams,
+released when it ends, also when the client goes away).
+
 A stream's lease lives ``lease_ttl_seconds`` without a refresh (default: three
 keep-alive intervals, at least 30 s), so the slots of a gateway that crashed come
 back on their own.
@@ -20,10 +26,14 @@ back on their own.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import math
 
 from redis.exceptions import RedisError
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from spindle.gateway.limits.rate_limits import RateLimiter
 from spindle.gateway.limits.stream_slots import StreamSlots
@@ -81,6 +91,42 @@ class StreamLease:
             await self._slots.release(self.tenant_id, self.lease_id)
         except (RedisError, OSError) as exc:
             log.warning("stream lease %s not released (it will expire): %s", self.lease_id, exc)
+
+
+class SlotHoldingResponse(Response):
+    """Serves ``inner`` while holding a stream slot.
+
+    The lease is refreshed every ``refresh_seconds`` while the response runs and
+    released when it ends, however it ends (finished, failed, client gone).
+
+    Args:
+        inner: the streaming (or any) response to serve.
+        lease: the slot, from ``TenantLimits.open_stream``.
+        refresh_seconds: how often to refresh (a third of the lease's lifetime).
+    """
+
+    def __init__(self, inner: Response, lease: StreamLease, refresh_seconds: float) -> None:
+        # Not Response.__init__: the inner response renders everything itself.
+        self.inner = inner
+        self.lease = lease
+        self.refresh_seconds = refresh_seconds
+        self.status_code = inner.status_code
+        self.background = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        refresher = asyncio.create_task(self._refresh())
+        try:
+            await self.inner(scope, receive, send)
+        finally:
+            refresher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await refresher
+            await self.lease.release()
+
+    async def _refresh(self) -> None:
+        while True:
+            await asyncio.sleep(self.refresh_seconds)
+            await self.lease.refresh()
 
 
 class TenantLimits:
@@ -145,6 +191,19 @@ class TenantLimits:
                 retry_after=_whole_seconds(grant.retry_after),
             )
         return StreamLease(self._slots, tenant_id, lease_id)
+
+    async def hold_stream(self, tenant_id: str, response: Response) -> SlotHoldingResponse:
+        """``response`` served under one of the tenant's stream slots.
+
+        Raises:
+            RateLimited, Unavailable: as ``open_stream`` (nothing is served).
+        """
+        lease = await self.open_stream(tenant_id)
+        return self.holding(response, lease)
+
+    def holding(self, response: Response, lease: StreamLease) -> SlotHoldingResponse:
+        """``response`` served under ``lease`` (taken earlier with ``open_stream``)."""
+        return SlotHoldingResponse(response, lease, self.lease_ttl_seconds / LEASE_TTL_KEEPALIVES)
 
     async def _check(self, tenant_id: str, action: str, per_minute: int, setting: str) -> None:
         try:

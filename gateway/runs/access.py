@@ -3,9 +3,10 @@
 A run's owner (tenant and user) is recorded in three places when it starts: the
 stream's Redis metadata (cheapest, read first), its Mongo document and its
 Temporal search attributes and memo. A run of another tenant is reported
-exactly as an unknown run (``NotFound``) so ids never leak across tenants; a
-caller of the right tenant who may read but not control a run gets
-``Forbidden``.
+exactly as an unknown run (``NotFound``) so ids never leak across tenants, and
+costs the same lookups (every home is asked, as for an unknown id), so the
+answer's timing does not tell them apart either; a caller of the right tenant
+who may read but not control a run gets ``Forbidden``.
 """
 
 from __future__ import annotations
@@ -44,9 +45,18 @@ class RunOwner:
 
 
 async def find_run_owner(
-    workflow_id: str, *, bus: MessageBus, archive: RunArchive, temporal: Client
+    workflow_id: str,
+    *,
+    bus: MessageBus,
+    archive: RunArchive,
+    temporal: Client,
+    tenant_id: str | None = None,
 ) -> RunOwner | None:
     """The run's owner from the first of its homes that knows it; None if unknown.
+
+    With ``tenant_id``, a home that names another tenant counts as not knowing
+    the run: the next home is asked, and another tenant's run ends as None
+    after the same three lookups as an unknown id.
 
     Raises:
         Unavailable: Temporal is down and neither Redis nor Mongo knew the run.
@@ -56,17 +66,17 @@ async def find_run_owner(
     except Exception as exc:  # Redis down: the other homes still answer
         log.warning("stream metadata of %s unavailable: %s", workflow_id, exc)
         meta = {}
-    if meta.get("tenant_id"):
+    if meta.get("tenant_id") and tenant_id in (None, meta["tenant_id"]):
         return RunOwner(workflow_id, meta["tenant_id"], meta.get("user_id") or None)
     record = await archived_run(archive, workflow_id)
-    if record is not None:
+    if record is not None and tenant_id in (None, record.tenant_id):
         return RunOwner(workflow_id, record.tenant_id, record.user_id)
     description = await describe_workflow(temporal, workflow_id)
     if description is None:
         return None
     tenant = description.typed_search_attributes.get(TENANT_KEY)
-    if tenant is None:
-        return None  # not a Spindle run: nobody's
+    if tenant is None or tenant_id not in (None, tenant):
+        return None  # not a Spindle run (nobody's), or not the caller's
     memo = await description.memo()
     user = memo.get("user")
     return RunOwner(workflow_id, tenant, user if isinstance(user, str) else None)
@@ -113,5 +123,7 @@ async def authorize_run(
     settings: Settings,
 ) -> RunOwner:
     """Find the run and check ``identity`` may do ``action`` on it (see ``check_run_access``)."""
-    owner = await find_run_owner(workflow_id, bus=bus, archive=archive, temporal=temporal)
+    owner = await find_run_owner(
+        workflow_id, bus=bus, archive=archive, temporal=temporal, tenant_id=identity.tenant_id
+    )
     return check_run_access(owner, identity, action, settings, workflow_id)

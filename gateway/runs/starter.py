@@ -1,5 +1,11 @@
 """Starting a run: validate everything first, then start ``GraphRun`` by name.
 
+Every path that starts runs (REST ``POST /runs``, fork, JSON-RPC
+``tasks.execute`` single or in a batch, A2A message/send and message/stream)
+first calls ``admit_run_start``: the tenant's run-start limit, counted once per
+start. The start functions here take its ``RunStartPermit``, so no path can
+start a run without passing the limit.
+
 Nothing is started or written when validation fails. Once Temporal has
 accepted the start the run is real: the archive document and the stream's
 metadata are written best-effort (a failure is logged, the client still gets
@@ -9,6 +15,7 @@ its ids, and the worker's own writes fill the archive in).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,6 +30,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from spindle.gateway.api.models import StartRunRequest, StartRunResponse
+from spindle.gateway.limits.tenant_limits import TenantLimits
 from spindle.gateway.runs.catalog_cache import CatalogCache
 from spindle.gateway.runs.temporal import (
     GRAPH_KEY,
@@ -44,6 +52,23 @@ from spindle.shared.platform.telemetry import current_trace_ids, current_tracepa
 from spindle.shared.store.archive import RunArchive, RunRecord
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunStartPermit:
+    """Proof that one run start of ``tenant_id`` passed the tenant's run-start limit."""
+
+    tenant_id: str
+
+
+async def admit_run_start(limits: TenantLimits, tenant_id: str) -> RunStartPermit:
+    """Count one run start against the tenant's limit (every start path calls this).
+
+    Raises:
+        RateLimited: over ``rate_limit_run_starts`` (429 / -32005, Retry-After).
+    """
+    await limits.check_run_start(tenant_id)
+    return RunStartPermit(tenant_id)
 
 
 async def resolve_graph(body: StartRunRequest, archive: RunArchive, tenant_id: str) -> GraphSpec:
@@ -71,6 +96,7 @@ async def build_run_input(
     user_id: str | None,
     archive: RunArchive,
     catalog: CatalogCache,
+    settings: Settings,
 ) -> GraphRunInput:
     """The validated ``GraphRun`` input of a start request (also what a schedule runs).
 
@@ -87,6 +113,9 @@ async def build_run_input(
         meta=body.meta,
         tenant_id=tenant_id,
         user_id=user_id,
+        continue_as_new_after_events=settings.continue_as_new_after_events,
+        # Also set by start_workflow; a scheduled start does not pass there.
+        max_live_workstreams=settings.max_live_workstreams,
     )
 
 
@@ -112,6 +141,7 @@ def run_memo(run_input: GraphRunInput) -> dict[str, Any]:
 async def start_run(
     body: StartRunRequest,
     *,
+    permit: RunStartPermit,
     tenant_id: str,
     user_id: str | None,
     idempotency_key: str | None,
@@ -134,13 +164,18 @@ async def start_run(
         Unavailable: Temporal cannot be reached.
     """
     run_input = await build_run_input(
-        body, tenant_id=tenant_id, user_id=user_id, archive=archive, catalog=catalog
+        body,
+        tenant_id=tenant_id,
+        user_id=user_id,
+        archive=archive,
+        catalog=catalog,
+        settings=settings,
     )
     spec = run_input.graph
     workflow_id = new_workflow_id(tenant_id, idempotency_key)
     try:
-        handle = await _start(
-            temporal, run_input, workflow_id, settings, idempotent=bool(idempotency_key)
+        handle = await start_workflow(
+            temporal, run_input, workflow_id, settings, permit, idempotent=bool(idempotency_key)
         )
     except WorkflowAlreadyStartedError as exc:
         # A retried POST whose run already finished: answer with that run.
@@ -169,14 +204,19 @@ async def start_run(
     return response, started
 
 
-async def _start(
+async def start_workflow(
     temporal: Client,
     run_input: GraphRunInput,
     workflow_id: str,
     settings: Settings,
+    permit: RunStartPermit,
     *,
     idempotent: bool,
 ) -> WorkflowHandle[Any, Any]:
+    """Start ``GraphRun`` (the one place runs are started; ``permit`` from ``admit_run_start``)."""
+    if permit.tenant_id != run_input.tenant_id:
+        raise ValueError("a run start permit is for its own tenant only")
+    run_input = run_input.model_copy(update={"max_live_workstreams": settings.max_live_workstreams})
     search_attributes = run_search_attributes(run_input)
     if idempotent:
         # Same key → same workflow id: a running run is reused, a closed one is

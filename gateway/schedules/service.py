@@ -116,6 +116,7 @@ class ScheduleService:
             user_id=user_id,
             archive=self.archive,
             catalog=self.catalog,
+            settings=self.settings,
         )
         run_input.scheduled_by = schedule_id
         spec = ScheduleSpec(time_zone_name=body.time_zone)

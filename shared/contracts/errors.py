@@ -21,7 +21,8 @@ Each class's ``ApplicationError`` type is its own name::
     │   ├── ExecutorNotFound         422   -32003   unknown node type / executor
     │   ├── InvalidParams            422   -32602   node params no retry can fix
     │   ├── InvalidSteer             422   -32602   a steer the workstream refuses
-    │   └── UnknownTool              422   -32602   not a workstream tool
+    │   ├── UnknownTool              422   -32602   not a workstream tool
+    │   └── OutboundRefused          422   -32602   a URL the outbound policy refuses
     ├── CircularDependency           422   -32002   a dependency cycle
     ├── NotFound                     404   -32001   unknown (or invisible) run, graph, task
     │   └── UnknownWorkstream        404   -32001   no such workstream in the run
@@ -34,6 +35,7 @@ Each class's ``ApplicationError`` type is its own name::
     │   └── Forbidden                403   -32004   action not allowed on a visible run
     │                                               (other tenants' runs: NotFound)
     ├── PayloadTooLarge              413   -32600   body, upload or field too large
+    ├── HeadersTooLarge              431   -32600   request line and headers too large
     ├── RateLimited                  429   -32005   over a rate or stream limit; retry
     ├── Unavailable                  503   -32000   a backing service is down; retry
     │   └── WorkstreamStartFailed    503   -32000   Temporal refused the child; retry
@@ -213,6 +215,10 @@ class UnknownTool(ValidationFailed):
     """A call to a tool the workstream supervisor does not answer."""
 
 
+class OutboundRefused(ValidationFailed):
+    """A caller-chosen URL (push callback) the outbound policy refuses (names the problem)."""
+
+
 class CircularDependency(SpindleError):
     """A dependency cycle."""
 
@@ -267,6 +273,12 @@ class PayloadTooLarge(SpindleError):
     """A body, upload or field over its limit."""
 
     status, jsonrpc_code, title = 413, -32600, "Payload too large"
+
+
+class HeadersTooLarge(SpindleError):
+    """A request's line and headers together over the gateway's limit."""
+
+    status, jsonrpc_code, title = 431, -32600, "Request header fields too large"
 
 
 class RateLimited(SpindleError):

@@ -30,6 +30,8 @@ class Identity(BaseModel):
         method: how the caller proved who it is.
         key_id: the API key's public id, when ``method`` is ``api_key``.
         run_scope: a stream token's run (workflow id): the only run it may read.
+        expires_at: when the credential expires (epoch seconds), if it does: a
+            stream token minted from it expires no later.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -40,6 +42,7 @@ class Identity(BaseModel):
     method: AuthMethod
     key_id: str | None = None
     run_scope: str | None = None
+    expires_at: int | None = None
 
     def has_any_role(self, roles: list[str] | tuple[str, ...]) -> bool:
         return any(role in self.roles for role in roles)

@@ -64,6 +64,54 @@ class ReplayedNode(BaseModel):
     meta: dict[str, Any] = Field(default_factory=dict, description="metadata it propagated")
 
 
+class SchedulerSnapshot(BaseModel):
+    """The scheduler's state between generations of a run (continue-as-new)."""
+
+    started: bool = False
+    node_states: dict[str, str] = Field(default_factory=dict, description="node id → state")
+    resolved: dict[str, bool | None] = Field(
+        default_factory=dict, description="forward edge index → taken (None: undecided)"
+    )
+    visits: dict[str, int] = Field(default_factory=dict)
+    traversals: dict[str, int] = Field(
+        default_factory=dict, description="back-edge index → times taken in the current loop"
+    )
+
+
+class CarriedWait(BaseModel):
+    """A prompt node that asked and waits for its answer across a continue-as-new."""
+
+    visit: int
+    started_at: str
+    pending: PendingInput
+
+
+class CarriedState(BaseModel):
+    """What one generation of a run hands the next when it continues as new.
+
+    See docs/graphs/index.md (long runs): the same workflow id, stream and archive
+    records carry on; only Temporal's run id changes.
+    """
+
+    generation: int = Field(2, description="1 for the first run; +1 per continue-as-new")
+    first_run_id: str = Field(description="Temporal run id of generation 1: archive/stream keys")
+    scheduler: SchedulerSnapshot
+    state: dict[str, Any] = Field(default_factory=dict, description="the run state values")
+    output: Any = None
+    output_node_ran: bool = False
+    ready: list[tuple[str, int]] = Field(
+        default_factory=list, description="(node id, visit) activated but not yet started"
+    )
+    waits: dict[str, CarriedWait] = Field(default_factory=dict, description="prompt node id → wait")
+    reports: list[NodeReport] = Field(default_factory=list, description="the latest reports")
+    report_counts: dict[str, int] = Field(default_factory=dict, description="status → count")
+    notices: int = 0
+    history_warned: bool = False
+    workstream_counts: dict[str, int] = Field(
+        default_factory=dict, description="workstream/steer/message ids handed out, by prefix"
+    )
+
+
 class GraphRunInput(BaseModel):
     """Everything a run needs: the graph, its input and shared context."""
 
@@ -82,6 +130,29 @@ class GraphRunInput(BaseModel):
         description="fork: node id → recorded outcome; these nodes complete without running",
     )
     fork_of: str | None = Field(None, description="fork: the workflow id whose outputs are reused")
+    max_live_workstreams: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "workstreams the run may have running at once (the gateway sets the "
+            "max_live_workstreams setting; None: the supervisor's default)"
+        ),
+    )
+    continue_as_new_after_events: int | None = Field(
+        None,
+        ge=100,
+        description="continue as new at a node boundary once history has this many events "
+        "(besides when Temporal suggests it); default: only when suggested",
+    )
+    history_warning_events: int | None = Field(
+        None,
+        ge=100,
+        description="post the history WARNING at this many events; default: half of "
+        "Temporal's limit (25,000 events; 25 MB of history warns too)",
+    )
+    carried: CarriedState | None = Field(
+        None, description="set by the run itself when it continues as new"
+    )
     scheduled_by: str | None = Field(
         None,
         description=(
@@ -95,7 +166,13 @@ class GraphRunResult(BaseModel):
     status: RunStatus
     output: Any = None
     error: str | None = None
-    node_reports: list[NodeReport] = Field(default_factory=list)
+    node_reports: list[NodeReport] = Field(
+        default_factory=list, description="the latest reports (all of them: the archive)"
+    )
+    report_counts: dict[str, int] = Field(
+        default_factory=dict, description="node executions by status, over the whole run"
+    )
+    generation: int = Field(1, description="runs of the continue-as-new chain so far")
 
 
 class UserInput(BaseModel):
@@ -130,6 +207,12 @@ class RunDescription(BaseModel):
     graph_name: str
     current_nodes: list[str] = Field(default_factory=list)
     pending_input: PendingInput | None = None
-    node_reports: list[NodeReport] = Field(default_factory=list)
+    node_reports: list[NodeReport] = Field(
+        default_factory=list, description="the latest reports (all of them: the archive)"
+    )
     output: Any = None
     error: str | None = None
+    report_counts: dict[str, int] = Field(
+        default_factory=dict, description="node executions by status, over the whole run"
+    )
+    generation: int = Field(1, description="runs of the continue-as-new chain so far")

@@ -90,3 +90,61 @@ def default_ui_schema(node_id: str, prompt: str, title: str | None = None) -> di
         "properties": {key: {"type": "string", "title": prompt}},
         "required": [key],
     }
+
+
+class InlineNode(_Params):
+    """The node a ``map`` runs once per item: its type, literal params and ``inputs``.
+
+    In its templates and ``inputs``, ``item`` is the element and ``item_index`` its
+    position in the list, besides the run state.
+    """
+
+    type: str = Field(min_length=1, max_length=64)
+    params: dict[str, Any] = Field(default_factory=dict)
+    inputs: dict[str, str] = Field(
+        default_factory=dict, description="param name → JMESPath over the state, item, item_index"
+    )
+
+
+class MapParams(_Params):
+    """``map``: run one node per element of a list (seed 001 items), in batches."""
+
+    over: str = Field(min_length=1, description="JMESPath over the run state yielding a list")
+    node: InlineNode = Field(description="the node run once per element")
+    concurrency: int = Field(16, ge=1, le=1000, description="items in flight at once, at most")
+    max_failed_ratio: float = Field(
+        1.0,
+        ge=0,
+        le=1,
+        description="the node fails when more than this share of its items failed; "
+        "default 1: item failures never fail the node",
+    )
+    batch_size: int | None = Field(
+        None,
+        ge=1,
+        le=5000,
+        description="items per batch activity; default: the worker's item_batch_size",
+    )
+
+
+class FilterParams(_Params):
+    """``filter``: keep the items whose ``where`` holds; the rest go to port ``rejected``."""
+
+    items: str = Field(
+        "_previous.items", min_length=1, description="JMESPath over the run state: the items"
+    )
+    where: str = Field(
+        min_length=1,
+        description="JMESPath per item (``item``, ``item_index`` and the run state); "
+        "a truthy value keeps the item",
+    )
+
+
+class MergeParams(_Params):
+    """``merge``: join the items of several branches by id, in input order."""
+
+    over: str = Field(
+        min_length=1,
+        description="JMESPath over the run state yielding a list of item lists, "
+        "e.g. ``[left.items, right.items]``",
+    )

@@ -27,6 +27,9 @@ from spindle.shared.contracts.errors import LlmAuthenticationError
 from spindle.shared.graphs import node_rules
 from spindle.shared.graphs.node_params import (
     AgentParams,
+    FilterParams,
+    MapParams,
+    MergeParams,
     OutputParams,
     PromptParams,
     RouterParams,
@@ -47,6 +50,19 @@ class RunKind(StrEnum):
     """Ask (``request_input``), wait in the workflow for a valid answer, then ``accept_input``."""
     WORKSTREAM = "workstream"
     """Launch a child ``Workstream`` workflow from the run's workflow."""
+    MAP = "map"
+    """Plan the items, run them in batch activities (``run_item_batch``), collect them."""
+
+
+class StateReads(StrEnum):
+    """How much of the run state a node type's activity receives (docs/graphs/index.md)."""
+
+    DECLARED = "declared"
+    """The keys its ``inputs``, templates and expressions name, plus ``_previous``,
+    ``meta`` and ``context`` (``spindle.shared.graphs.state_reads``)."""
+    ALL = "all"
+    """The whole state: every node's output. Its history cost grows with the number of
+    nodes in the graph; for types whose code reads ``ctx.state`` freely."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +94,9 @@ class NodeTypeSpec:
             names only it knows (``output``'s ``message`` sees ``output``); checked
             like ``templates``, not rendered before validation.
         expressions: params that are JMESPath expressions over the run state.
+        item_expressions: ``list_param.field`` paths: that field of each object in
+            a list param is an expression over the state (``routes.when``).
+        reads_state: which state keys its activity receives (``StateReads``).
         timeout_seconds: default start-to-close timeout of one of its activities
             (None: the worker's default for an activity or a local activity).
         retry: default retry policy of its activities; None: its activities are the
@@ -86,6 +105,8 @@ class NodeTypeSpec:
         runs: how the workflow runs it.
         sets_run_output: its output is the run's result (else the last node's is).
         rules: checks only this type has, run by graph validation.
+        inline_node: the param holding a node definition the type runs itself
+            (``map``'s ``node``); validation checks it as a node of its own.
     """
 
     name: str
@@ -94,11 +115,14 @@ class NodeTypeSpec:
     templates: tuple[str, ...] = ()
     deferred_templates: tuple[str, ...] = ()
     expressions: tuple[str, ...] = ()
+    item_expressions: tuple[str, ...] = ()
+    reads_state: StateReads = StateReads.DECLARED
     timeout_seconds: float | None = None
     retry: RetryDefaults | None = field(default_factory=RetryDefaults)
     runs: RunKind = RunKind.ACTIVITY
     sets_run_output: bool = False
     rules: tuple[NodeRule, ...] = ()
+    inline_node: str | None = None
 
     @property
     def workflow_driven(self) -> bool:
@@ -159,6 +183,7 @@ ROUTER = NodeTypeSpec(
     name="router",
     description=_summary(RouterParams),
     params=RouterParams,
+    item_expressions=("routes.when",),
     timeout_seconds=30,
     rules=(node_rules.router_conditions, node_rules.router_ports),
 )
@@ -180,7 +205,32 @@ WORKSTREAM = NodeTypeSpec(
     runs=RunKind.WORKSTREAM,
 )
 
+MAP = NodeTypeSpec(
+    name="map",
+    description=_summary(MapParams),
+    params=MapParams,
+    expressions=("over",),
+    timeout_seconds=300,  # per activity: the plan, one batch of items, the collection
+    runs=RunKind.MAP,
+    inline_node="node",
+)
+FILTER = NodeTypeSpec(
+    name="filter",
+    description=_summary(FilterParams),
+    params=FilterParams,
+    expressions=("items", "where"),
+    timeout_seconds=60,
+)
+MERGE = NodeTypeSpec(
+    name="merge",
+    description=_summary(MergeParams),
+    params=MergeParams,
+    expressions=("over",),
+    timeout_seconds=60,
+)
+
 BUILTIN_NODE_TYPES: dict[str, NodeTypeSpec] = {
-    spec.name: spec for spec in (AGENT, TOOL, PROMPT, ROUTER, OUTPUT, WORKSTREAM)
+    spec.name: spec
+    for spec in (AGENT, TOOL, PROMPT, ROUTER, OUTPUT, WORKSTREAM, MAP, FILTER, MERGE)
 }
 """The built-in node types by name."""

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from spindle.shared.contracts.errors import GraphInvalid
 from spindle.shared.contracts.graph_spec import GraphSpec
-from spindle.shared.graphs.expressions import ExpressionError, compile_expression
+from spindle.shared.graphs.expressions import ExpressionError, compile_expression, rule_of
 
 
 def parse_graph(data: dict[str, Any] | str) -> GraphSpec:
@@ -107,8 +107,11 @@ def validate_structure(spec: GraphSpec) -> None:
 Problem = dict[str, Any]
 
 
-def _problem(node: str | None, rule: str, message: str) -> Problem:
-    return {"node": node, "rule": rule, "message": message}
+def _problem(node: str | None, rule: str, message: str, field: str | None = None) -> Problem:
+    problem: Problem = {"node": node, "rule": rule, "message": message}
+    if field is not None:
+        problem["field"] = field
+    return problem
 
 
 def _ids_and_edges(spec: GraphSpec) -> list[Problem]:
@@ -136,20 +139,22 @@ def _ids_and_edges(spec: GraphSpec) -> list[Problem]:
 
 def _expressions(spec: GraphSpec) -> list[Problem]:
     errors: list[Problem] = []
-    for edge in spec.edges:
+    for i, edge in enumerate(spec.edges):
         if edge.when is not None:
             try:
                 compile_expression(edge.when)
             except ExpressionError as exc:
-                message = f"edge {edge.from_} → {edge.to}: {exc}"
-                errors.append(_problem(edge.from_, "bad_condition", message))
+                message = f"edge {edge.from_} → {edge.to}: when: {exc}"
+                rule = rule_of(exc, "bad_condition")
+                errors.append(_problem(edge.from_, rule, message, f"edges[{i}].when"))
     for node in spec.nodes:
         for param, expr in node.inputs.items():
             try:
                 compile_expression(expr)
             except ExpressionError as exc:
                 message = f"node '{node.id}': inputs.{param}: {exc}"
-                errors.append(_problem(node.id, "bad_input_mapping", message))
+                rule = rule_of(exc, "bad_input_mapping")
+                errors.append(_problem(node.id, rule, message, f"inputs.{param}"))
     return errors
 
 

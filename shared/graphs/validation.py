@@ -21,10 +21,11 @@ from spindle.shared.graphs.catalog import Catalog
 from spindle.shared.graphs.expressions import (
     ExpressionError,
     compile_expression,
+    rule_of,
     template_expressions,
 )
 from spindle.shared.graphs.graph_errors import GraphError, graph_error, schema_errors
-from spindle.shared.graphs.node_types import BUILTIN_NODE_TYPES
+from spindle.shared.graphs.node_types import BUILTIN_NODE_TYPES, RunKind
 from spindle.shared.graphs.structure import validate_structure
 
 
@@ -80,14 +81,17 @@ def _check_expressions(
                 for expression in template_expressions(text):
                     compile_expression(expression)
             except ExpressionError as exc:
-                errors.append(graph_error(node.id, path, "bad_template", str(exc)))
+                rule = rule_of(exc, "bad_template")
+                errors.append(graph_error(node.id, path, rule, str(exc)))
     for name in expressions:
         value = node.params.get(name)
         if isinstance(value, str) and name not in node.inputs:
             try:
                 compile_expression(value)
             except ExpressionError as exc:
-                errors.append(graph_error(node.id, f"params.{name}", "bad_expression", str(exc)))
+                field = f"params.{name}"
+                rule = rule_of(exc, "bad_expression")
+                errors.append(graph_error(node.id, field, rule, str(exc)))
     return errors
 
 
@@ -109,7 +113,52 @@ def _check_node(spec: GraphSpec, node: NodeSpec, catalog: Catalog) -> list[Graph
     errors.extend(_check_expressions(node, builtin.checked_templates, builtin.expressions))
     for rule in builtin.rules:
         errors.extend(rule(node, spec, catalog))
+    if builtin.inline_node is not None:
+        errors.extend(_check_inline_node(spec, node, builtin.inline_node, catalog))
     return errors
+
+
+def _check_inline_node(
+    spec: GraphSpec, node: NodeSpec, param: str, catalog: Catalog
+) -> list[GraphError]:
+    """The node a ``map`` runs per item, checked like a node of the graph.
+
+    Its problems are reported on the outer node, at ``params.<param>.<field>``.
+    """
+    value = node.params.get(param)
+    if param in node.inputs or not isinstance(value, dict):
+        return []  # a missing or malformed definition is the params model's to report
+    where = f"params.{param}"
+    inline_type = value.get("type")
+    if not isinstance(inline_type, str) or inline_type not in catalog.node_types:
+        if not isinstance(inline_type, str):
+            return []
+        known = ", ".join(sorted(catalog.node_types))
+        message = f"unknown node type '{inline_type}' (known: {known})"
+        return [graph_error(node.id, f"{where}.type", "unknown_node_type", message)]
+    if catalog.node_types[inline_type].runs != RunKind.ACTIVITY.value:
+        message = (
+            f"a '{inline_type}' node cannot run per item: only node types that run "
+            "as an activity can (tool, router, output, plug-in types)"
+        )
+        return [graph_error(node.id, f"{where}.type", "not_per_item", message)]
+    try:
+        inline = NodeSpec(
+            id=node.id,
+            type=inline_type,
+            params=value.get("params") or {},
+            inputs=value.get("inputs") or {},
+        )
+    except ValidationError:
+        return []  # the params model reports the bad fields
+    relocated = []
+    for error in _check_node(spec, inline, catalog):
+        field = error["field"]
+        prefix = f"node '{node.id}': " + (f"{field}: " if field else "")
+        message = str(error["message"]).removeprefix(prefix)
+        inner = f"{where}.{field}" if field else where
+        relocated.append(graph_error(node.id, inner, error["rule"], message))
+    return relocated
 
 
 def _check_routing(spec: GraphSpec, known_types: Collection[str]) -> list[GraphError]:

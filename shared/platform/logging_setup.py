@@ -189,6 +189,9 @@ def configure_logging(settings: Settings, stream: TextIO | None = None) -> None:
         root.removeHandler(old)
     root.addHandler(build_handler(settings, stream))
     root.setLevel(settings.log_level.upper())
+    # httpx logs every request's full URL at INFO, and push URLs are chosen by
+    # callers (a token in the query string); our own lines use loggable_url.
+    logging.getLogger("httpx").setLevel(max(logging.WARNING, root.level))
 
 
 def redact_url(url: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 JwtAlgorithm = Literal["HS256", "RS256"]
@@ -45,6 +45,13 @@ class Settings(BaseSettings):
         "http://127.0.0.1:8233",
         description="Temporal Web UI address, for links to a run's history",
         validation_alias=_env("TEMPORAL_UI_URL"),
+    )
+    continue_as_new_after_events: int | None = Field(
+        None,
+        ge=100,
+        description="A graph run continues as new at a node boundary once its history has "
+        "this many events (also whenever Temporal suggests it); unset: only when suggested",
+        validation_alias=_env("CONTINUE_AS_NEW_AFTER_EVENTS"),
     )
 
     # Redis message bus
@@ -261,6 +268,31 @@ class Settings(BaseSettings):
         ),
         validation_alias=_env("RUN_CONTROL_ROLES"),
     )
+    graph_write_roles: list[str] = Field(
+        default_factory=lambda: ["admin", "graph-editor"],
+        description=(
+            "Roles that may register or replace graphs of their tenant (`PUT /graphs/{name}`); "
+            "JSON list. Reading and running graphs needs no role"
+        ),
+        validation_alias=_env("GRAPH_WRITE_ROLES"),
+    )
+    auth_failure_limit: int = Field(
+        20,
+        ge=1,
+        description=(
+            "Failed authentications one client address may make per "
+            "`auth_failure_window_seconds`; then every request of that address gets 429 "
+            "with Retry-After until the window ends (counted in Redis, shared by all gateways)"
+        ),
+        validation_alias=_env("AUTH_FAILURE_LIMIT"),
+    )
+    auth_failure_window_seconds: int = Field(
+        60,
+        ge=1,
+        le=86_400,
+        description="The window of `auth_failure_limit`, in seconds",
+        validation_alias=_env("AUTH_FAILURE_WINDOW_SECONDS"),
+    )
     api_key_cache_seconds: float = Field(
         10.0,
         ge=0,
@@ -305,11 +337,93 @@ class Settings(BaseSettings):
         description="Concurrent SSE streams one tenant may hold open (then 429)",
         validation_alias=_env("MAX_STREAMS_PER_TENANT"),
     )
+    jsonrpc_max_batch: int = Field(
+        50,
+        ge=1,
+        le=10_000,
+        description=(
+            "Most members one JSON-RPC batch may hold; a longer batch is refused whole "
+            "(-32600) before any member runs"
+        ),
+        validation_alias=_env("JSONRPC_MAX_BATCH"),
+    )
+    max_live_workstreams: int = Field(
+        32,
+        ge=1,
+        le=10_000,
+        description=(
+            "Workstreams one run may have running at once; a launch past it is refused "
+            "(the agent or tool gets the error, the run goes on)"
+        ),
+        validation_alias=_env("MAX_LIVE_WORKSTREAMS"),
+    )
+
+    # Outbound calls to caller-chosen URLs (push notifications)
+    outbound_allow: str = Field(
+        "",
+        description=(
+            "Comma-separated host names and CIDRs that outbound URLs may reach although "
+            "the policy refuses them by default (loopback, private, link-local, metadata "
+            "addresses); e.g. `127.0.0.0/8,::1/128` (what `spindle dev` sets)"
+        ),
+        validation_alias=_env("OUTBOUND_ALLOW"),
+    )
+
+    push_timeout_seconds: float = Field(
+        5.0,
+        gt=0,
+        le=60,
+        description="Timeout of one push notification POST (connect, send and answer)",
+        validation_alias=_env("PUSH_TIMEOUT_SECONDS"),
+    )
+    push_max_in_flight: int = Field(
+        64,
+        ge=1,
+        le=10_000,
+        description="Push POSTs one worker process has in flight at once, across destinations",
+        validation_alias=_env("PUSH_MAX_IN_FLIGHT"),
+    )
+    push_per_destination: int = Field(
+        4,
+        ge=1,
+        le=1000,
+        description="Push POSTs in flight at once to one destination (host and port)",
+        validation_alias=_env("PUSH_PER_DESTINATION"),
+    )
+    push_breaker_failures: int = Field(
+        5,
+        ge=1,
+        description=(
+            "Consecutive failed pushes to one destination that open its breaker "
+            "(its deliveries wait push_breaker_seconds)"
+        ),
+        validation_alias=_env("PUSH_BREAKER_FAILURES"),
+    )
+    push_breaker_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="How long an open breaker holds a failing destination's deliveries",
+        validation_alias=_env("PUSH_BREAKER_SECONDS"),
+    )
     max_message_bytes: int = Field(
         262_144,
         ge=1024,
         description="Largest single message a run may post; longer text is cut and marked",
         validation_alias=_env("MAX_MESSAGE_BYTES"),
+    )
+    max_answer_bytes: int = Field(
+        65_536,
+        ge=1024,
+        description="Largest answer to a prompt (its data and message as JSON), in bytes "
+        "(more is refused with a 422 and the prompt keeps waiting)",
+        validation_alias=_env("MAX_ANSWER_BYTES"),
+    )
+    max_header_bytes: int = Field(
+        65_536,
+        ge=1024,
+        description="Largest request line plus headers the gateway reads, in bytes "
+        "(more is answered 431 and the connection closed)",
+        validation_alias=_env("MAX_HEADER_BYTES"),
     )
     max_upload_bytes: int = Field(
         26_214_400,
@@ -325,6 +439,16 @@ class Settings(BaseSettings):
             "passed by reference, far below Temporal's 2 MB limit"
         ),
         validation_alias=_env("PAYLOAD_OFFLOAD_BYTES"),
+    )
+    item_batch_size: int = Field(
+        200,
+        ge=1,
+        le=5000,
+        description=(
+            "Items of a map node per batch activity (and per stored page): history "
+            "grows per batch, never per item"
+        ),
+        validation_alias=_env("ITEM_BATCH_SIZE"),
     )
 
     # Conversation web page (GET /ui/)
@@ -471,6 +595,15 @@ class Settings(BaseSettings):
         description="Longest payload snapshot in a log line, in characters",
         validation_alias=_env("LOG_PAYLOAD_MAX_CHARS"),
     )
+
+    @field_validator("outbound_allow")
+    @classmethod
+    def _outbound_allow_parses(cls, value: str) -> str:
+        # Refused at startup, not at the first push.
+        from spindle.shared.platform.outbound import OutboundPolicy
+
+        OutboundPolicy.parse(value)
+        return value
 
     @property
     def base_url(self) -> str:

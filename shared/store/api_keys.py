@@ -126,6 +126,16 @@ class ApiKeyStore:
             key_id=match.group(1),
         )
 
+    async def is_active(self, key_id: str, *, tenant_id: str, user_id: str) -> bool:
+        """Whether key ``key_id`` of that tenant and user exists and is not revoked.
+
+        A stream token minted with a key lives only as long as the key does.
+        """
+        doc = await self.keys.find_one(
+            {"_id": key_id, "tenant_id": tenant_id, "user_id": user_id}, {"revoked": 1}
+        )
+        return doc is not None and not doc.get("revoked")
+
     async def revoke(self, key_id: str) -> ApiKeyInfo:
         """Revoke a key by its id (idempotent).
 

@@ -64,8 +64,18 @@ def normalise(value: Any) -> Any:
     return value
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
 def storable(value: Any) -> Any:
-    """Write side: models to dicts, enums to values, datetimes to UTC, recursively."""
+    """Write side: models to dicts, enums to values, datetimes to UTC, recursively.
+
+    An integer beyond 64 bits (a tool may return ``10**100``) is stored as its
+    decimal string: BSON has no bigger integer, and the whole write (a run's
+    output, a node report) would fail with it (docs/api/index.md).
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if _INT64_MIN <= value <= _INT64_MAX else str(value)
     if isinstance(value, BaseModel):
         return storable(value.model_dump(mode="python", by_alias=True))
     if isinstance(value, Enum):

@@ -93,6 +93,14 @@ def _add_dev(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             metavar="PORT",
             help=f"{option.what} port [{option.env}; default {option.default}]",
         )
+    parser.add_argument(
+        "--auth",
+        action="store_true",
+        help=(
+            "turn authentication on and print a first admin API key "
+            "(kept in <data dir>/auth; default: auth off)"
+        ),
+    )
     parser.set_defaults(handler=_cmd_dev)
 
 

@@ -65,6 +65,8 @@ class DevConfig:
     mongo_port: int = 27018
     redis_url: str | None = None
     mongo_url: str | None = None
+    # ``--auth``: authentication on, with a first admin key (spindle.dev.auth).
+    auth: bool = False
 
     @property
     def connect_host(self) -> str:
@@ -127,6 +129,7 @@ def resolve_dev_config(flags: Mapping[str, Any], environ: Mapping[str, str]) -> 
         data_dir=Path(data_dir),
         redis_url=environ.get("SPINDLE_REDIS_URL") or environ.get("REDIS_URL") or None,
         mongo_url=environ.get("SPINDLE_MONGO_URL") or environ.get("MONGO_URL") or None,
+        auth=bool(flags.get("auth")),
         **values,
     )
 

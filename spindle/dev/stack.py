@@ -32,6 +32,7 @@ from typing import Any, TextIO
 
 from pydantic import AliasChoices
 
+from spindle.dev.auth import dev_admin_key, dev_auth_secret
 from spindle.dev.config import DevConfig, DevStackError, check_ports_free
 from spindle.dev.embedded import mongo_wire_server, redis_server, temporal_dev_server
 from spindle.dev.processes import ManagedProcess, ProcessFailed, port_open, python_module
@@ -44,6 +45,15 @@ STOP_TIMEOUT_SECONDS = 10.0
 
 def stack_overrides(config: DevConfig) -> dict[str, Any]:
     """The ``Settings`` fields the dev stack decides for its worker and gateway."""
+    if config.auth:
+        auth: dict[str, Any] = {
+            "auth_disabled": False,
+            "auth_secret": dev_auth_secret(config.data_dir),
+        }
+    else:
+        # The embedded default is a single-user development stack; the banner
+        # and the gateway's log both say so loudly.
+        auth = {"auth_disabled": True}
     return {
         "temporal_address": config.temporal_address,
         "temporal_ui_url": config.temporal_ui_url,
@@ -51,11 +61,15 @@ def stack_overrides(config: DevConfig) -> dict[str, Any]:
         "mongo_url": config.effective_mongo_url,
         "gateway_host": config.host,
         "gateway_port": config.gateway_port,
-        # The embedded default is a single-user development stack; the banner
-        # and the gateway's log both say so loudly.
-        "auth_disabled": True,
+        **auth,
+        # Push callbacks to a receiver on this machine are what local development
+        # needs; the banner says loopback is allowed (docs/protocols.md).
+        "outbound_allow": DEV_OUTBOUND_ALLOW,
     }
 
+
+# The outbound policy refuses loopback; the dev stack lets it through (only it).
+DEV_OUTBOUND_ALLOW = "127.0.0.0/8,::1/128,localhost"
 
 # Demo pacing of the offline model, so that `spindle dev` shows an answer arriving
 # token by token; the environment's own value wins.
@@ -130,6 +144,7 @@ class DevStack:
     out: TextIO = field(default_factory=lambda: sys.stdout)
     processes: list[ManagedProcess] = field(default_factory=list)
     example_graphs: list[str] = field(default_factory=list)
+    admin_key: str | None = None
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -196,6 +211,8 @@ class DevStack:
 
         settings = self.settings()
         self.example_graphs = register_examples(settings)
+        if cfg.auth:
+            self.admin_key = dev_admin_key(settings, cfg.data_dir)
 
         env = child_env(cfg)
         worker = ManagedProcess(
@@ -252,19 +269,28 @@ class DevStack:
             ("MongoDB", redact_url(cfg.effective_mongo_url) + mongo_note),
             ("Example graphs", ", ".join(self.example_graphs) or "(none)"),
             ("Data and logs", f"{cfg.data_dir.resolve()}"),
+            ("Push callbacks", f"loopback allowed (SPINDLE_OUTBOUND_ALLOW={DEV_OUTBOUND_ALLOW})"),
         ]
         width = max(len(label) for label, _ in rows)
         lines = ["", "Spindle is running."]
         lines += [f"  {label.ljust(width)}  {value}" for label, value in rows]
-        lines += [
-            "",
-            "  WARNING: authentication is OFF (development stack): every request acts as",
-            "  user 'dev' of tenant 'default'. Do not expose these ports to anyone else.",
-            "",
-            "Press Ctrl-C to stop.",
-            "",
-        ]
+        lines += ["", *self._auth_lines(), "", "Press Ctrl-C to stop.", ""]
         return "\n".join(lines)
+
+    def _auth_lines(self) -> list[str]:
+        if self.admin_key is None:
+            return [
+                "  WARNING: authentication is OFF (development stack): every request acts as",
+                "  user 'dev' of tenant 'default'. Do not expose these ports to anyone else.",
+            ]
+        return [
+            "  Authentication is ON. Admin API key (user 'admin' of tenant 'default', role",
+            f"  admin; kept in {self.config.data_dir.resolve() / 'auth'}):",
+            f"    {self.admin_key}",
+            f"  e.g. curl -H 'Authorization: Bearer {self.admin_key}' \\",
+            f"         {self.config.gateway_url}/runs",
+            "  More keys: spindle keys create (see docs/operations/threat-model.md).",
+        ]
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

@@ -1,7 +1,9 @@
 """Spindle benchmark: one command, one run, ratios against raw floors.
 
     .venv/bin/python -m tests.bench.run
-        [--only nodes|sse|updates|load|workstreams|jsonrpc|telemetry|scale|tokens|browser|redis]
+        [--only nodes|sse|updates|load|workstreams|jsonrpc|telemetry|scale|tokens|browser|redis
+                |history|items] [--history-nodes 5000] [--items 10000]
+        [--items-concurrency 16]
         [--nodes 50] [--messages 300] [--repeat 3] [--load-runs 200] [--load-concurrency N]
         [--ws-launches 20] [--ws-levels 5,10,20,30,40,50,75,100]
 
@@ -32,9 +34,15 @@ loopback ports, then prints (each section, or those chosen with ``--only``):
 - ``browser``: token → browser-visible latency p50/p99: a STREAMING_CHUNK posted
   through the bus until its text is in the conversation page of a headless
   Chromium, vs a bare Redis publish → subscribe (see ``tests.bench.browser_latency``).
+- ``history``: history bytes per node (activity input + result, read from the
+  Temporal histories of every generation) of a two-node loop at node 100 and at
+  node 5,000, and their ratio (see ``tests.bench.history``).
 - ``redis``: the bus on one Redis server vs a three-master Redis Cluster: post
   round trip and post → live receipt through the subscription hub, each against
   a bare (S)PUBLISH → (S)SUBSCRIBE (see ``tests.bench.redis_topologies``).
+- ``items``: wall time of a ``map`` of a no-op tool over 10,000 items, its cost per
+  item against one bare Temporal activity, and the run's history events and bytes
+  (see ``tests.bench.items``).
 
 Figures are printed and written to ``test-artifacts/bench.json``; nothing here
 asserts a time (speed is reported, never tested), except that the load run must
@@ -67,6 +75,8 @@ from spindle.shared.store.archive import RunArchive
 from spindle.shared.temporal.converter import data_converter
 from tests.bench.browser_latency import bench_browser_latency
 from tests.bench.floor import BareActivities, NoopBatch, bench_noop, redis_pubsub_latencies
+from tests.bench.history import bench_history
+from tests.bench.items import bench_items
 from tests.bench.jsonrpc import bench_jsonrpc
 from tests.bench.load import LOAD_INPUTS, LoadBudgetExceeded, LoadErrors, LoadOptions, bench_load
 from tests.bench.redis_topologies import bench_redis_topologies
@@ -93,6 +103,8 @@ SECTIONS = (
     "tokens",
     "browser",
     "redis",
+    "history",
+    "items",
 )
 
 
@@ -330,6 +342,18 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             )
         if "redis" in chosen:
             results["redis_topologies"] = await bench_redis_topologies(args.messages)
+        if "history" in chosen:
+            results["history_per_node"] = await bench_history(
+                client, settings, nodes=args.history_nodes
+            )
+        if "items" in chosen:
+            results["items"] = await bench_items(
+                client,
+                settings,
+                items=args.items,
+                concurrency=args.items_concurrency,
+                repeat=args.repeat,
+            )
     return results
 
 
@@ -373,11 +397,18 @@ def main() -> None:
     parser.add_argument(
         "--scale-budget", type=float, default=300.0, help="deadline of the scale section, s"
     )
+    parser.add_argument(
+        "--history-nodes", type=int, default=5000, help="node executions of the history section"
+    )
     parser.add_argument("--tokens", type=int, default=1000, help="tokens of the tokens section")
     parser.add_argument(
         "--token-pacing-ms",
         default="1,5,20",
         help="pauses before each token (ms, comma-separated) of the tokens section",
+    )
+    parser.add_argument("--items", type=int, default=10_000, help="items of the items section")
+    parser.add_argument(
+        "--items-concurrency", type=int, default=16, help="the map's concurrency (items section)"
     )
     args = parser.parse_args()
     started = time.perf_counter()

@@ -128,7 +128,8 @@ async def browser_user(browser_settings: Settings) -> Caller:
     store = ApiKeyStore.from_settings(browser_settings)
     try:
         tenant = f"tenant-ui-{uuid.uuid4().hex[:6]}"
-        created = await store.create(tenant_id=tenant, user_id="ada", roles=[])
+        # graph-editor: she registers the ui-chat graph (graph_write_roles).
+        created = await store.create(tenant_id=tenant, user_id="ada", roles=["graph-editor"])
     finally:
         await store.close()
     return Caller(tenant, "ada", created.key)

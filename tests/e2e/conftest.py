@@ -63,11 +63,15 @@ def subprocess_env(settings: Settings) -> dict[str, str]:
         "SPINDLE_JWT_AUDIENCE": settings.jwt_audience or "",
         "SPINDLE_STREAM_TOKEN_TTL_SECONDS": str(settings.stream_token_ttl_seconds),
         "SPINDLE_API_KEY_CACHE_SECONDS": str(settings.api_key_cache_seconds),
+        "SPINDLE_AUTH_FAILURE_LIMIT": str(settings.auth_failure_limit),
+        "SPINDLE_AUTH_FAILURE_WINDOW_SECONDS": str(settings.auth_failure_window_seconds),
         "SPINDLE_RATE_LIMIT_RUN_STARTS": str(settings.rate_limit_run_starts),
         "SPINDLE_RATE_LIMIT_SIGNALS": str(settings.rate_limit_signals),
         "SPINDLE_MAX_STREAMS_PER_TENANT": str(settings.max_streams_per_tenant),
         "SPINDLE_MAX_BODY_BYTES": str(settings.max_body_bytes),
         "SPINDLE_MAX_UPLOAD_BYTES": str(settings.max_upload_bytes),
+        "SPINDLE_OUTBOUND_ALLOW": settings.outbound_allow,
+        "SPINDLE_JSONRPC_MAX_BATCH": str(settings.jsonrpc_max_batch),
         "SPINDLE_LOG_LEVEL": "INFO",
         # No worker metrics ports: parallel sessions would fight over them.
         "SPINDLE_WORKER_METRICS_PORT": "0",
@@ -199,6 +203,12 @@ def e2e_settings(settings: Settings) -> Settings:
             "rate_limit_run_starts": 100_000,
             "rate_limit_signals": 100_000,
             "max_streams_per_tenant": 10_000,
+            # Every test calls from 127.0.0.1, many with bad credentials on purpose;
+            # tests/e2e/test_auth_doors.py throttles a gateway of its own.
+            "auth_failure_limit": 100_000,
+            # The tests' callback receivers listen on 127.0.0.1 (only that address:
+            # tests/e2e/test_outbound.py checks that the rest of loopback is refused).
+            "outbound_allow": "127.0.0.1/32",
         }
     )
 
@@ -218,14 +228,15 @@ class Caller:
 
 @pytest.fixture(scope="session")
 async def callers(e2e_settings: Settings) -> dict[str, Caller]:
-    """alice and bob (tenant A, no roles), carol (tenant A, admin), mallory (tenant B),
+    """alice (tenant A, graph-editor: registers graphs, controls only her runs), bob
+    (tenant A, no roles), carol (tenant A, admin), mallory (tenant B, graph-editor),
     and sam (tenant C), whose runs on private task queues no other test walks."""
     suffix = uuid.uuid4().hex[:6]
     people = {
-        "alice": (f"tenant-a-{suffix}", []),
+        "alice": (f"tenant-a-{suffix}", ["graph-editor"]),
         "bob": (f"tenant-a-{suffix}", []),
         "carol": (f"tenant-a-{suffix}", ["admin"]),
-        "mallory": (f"tenant-b-{suffix}", []),
+        "mallory": (f"tenant-b-{suffix}", ["graph-editor"]),
         "sam": (f"tenant-c-{suffix}", []),
     }
     store = ApiKeyStore.from_settings(e2e_settings)

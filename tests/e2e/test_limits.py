@@ -1,5 +1,6 @@
 """Per-tenant limits over HTTP: run starts and signals per minute (429 with
-Retry-After), concurrent SSE streams. A gateway of its own with tight limits,
+Retry-After) on every path that starts runs, concurrent streams on every
+streaming transport, the JSON-RPC batch cap. A gateway of its own with tight limits,
 served by the e2e stack's worker; other tenants are not affected."""
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from tests.polling import eventually
 
 pytestmark = pytest.mark.e2e
 
-RUN_STARTS, SIGNALS, STREAMS = 2, 3, 1
+RUN_STARTS, SIGNALS, STREAMS, BATCH = 2, 3, 1, 5
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +33,7 @@ def tight_gateway(stack: SpindleStack, artifacts_dir: Path) -> Iterator[str]:
             "rate_limit_run_starts": RUN_STARTS,
             "rate_limit_signals": SIGNALS,
             "max_streams_per_tenant": STREAMS,
+            "jsonrpc_max_batch": BATCH,
         }
     )
     proc = start_gateway(settings, "tight gateway", artifacts_dir / "e2e")
@@ -120,3 +122,116 @@ async def test_open_streams_are_capped_per_tenant_and_freed_on_disconnect(
             return again.response.status_code == 200
 
     await eventually(slot_free, what="the stream slot is given back", timeout=10, interval=0.1)
+
+
+def execute_call(ref: str, *, stream: bool = False) -> dict[str, Any]:
+    tree = [
+        {"id": "root", "name": ref},
+        {
+            "id": "a",
+            "name": "a",
+            "parent_id": "root",
+            "schemas": {"method": "tool"},
+            "params": {"tool": "word_count"},
+            "inputs": {"text": "one two"},
+        },
+    ]
+    params: dict[str, Any] = {"tasks": tree}
+    if stream:
+        params["use_streaming"] = True
+    return {"jsonrpc": "2.0", "id": ref, "method": "tasks.execute", "params": params}
+
+
+def a2a_stream_call(text: str) -> dict[str, Any]:
+    message = {"kind": "message", "role": "user", "messageId": text, "parts": []}
+    message["parts"] = [{"kind": "text", "text": text}]
+    return {
+        "jsonrpc": "2.0",
+        "id": text,
+        "method": "message/stream",
+        "params": {"message": message},
+    }
+
+
+async def test_every_path_that_starts_runs_takes_the_run_start_limit(
+    tenants: tuple[httpx.AsyncClient, httpx.AsyncClient],
+) -> None:
+    # Issue 15 (M2): a batch of tasks.execute started a run per member while POST /runs got 429.
+    busy, calm = tenants
+    batch = [execute_call(f"b{n}") for n in range(RUN_STARTS + 1)]
+    answers = {a["id"]: a for a in (await busy.post("/", json=batch)).json()}
+    started = [a for a in answers.values() if "result" in a]
+    refused = [a for a in answers.values() if "error" in a]
+    assert len(started) == RUN_STARTS, answers
+    assert [a["error"]["code"] for a in refused] == [-32005]
+    assert "rate_limit_run_starts" in refused[0]["error"]["data"]["detail"]
+    assert refused[0]["error"]["data"]["retry_after"] >= 1
+    assert (await busy.get("/runs")).json()["total"] == RUN_STARTS
+
+    throttled(await busy.post("/runs", json=start_body()), "rate_limit_run_starts")
+    source = started[0]["result"]["workflow_id"]
+    fork = await busy.post(f"/runs/{source}/fork", json={"from_node": "a"})
+    throttled(fork, "rate_limit_run_starts")
+    single = (await busy.post("/", json=execute_call("single"))).json()
+    assert single["error"]["code"] == -32005
+    a2a = (await busy.post("/", json={**a2a_stream_call("hi"), "method": "message/send"})).json()
+    assert "error" in a2a and "rate_limit_run_starts" in a2a["error"]["message"], a2a
+    assert (await busy.get("/runs")).json()["total"] == RUN_STARTS, "nothing else started"
+    assert (await calm.post("/", json=execute_call("calm"))).json()["result"]["status"] == "started"
+
+
+async def test_a_batch_over_the_cap_is_refused_before_any_member_runs(
+    tenants: tuple[httpx.AsyncClient, httpx.AsyncClient],
+) -> None:
+    busy, _ = tenants
+    at_cap = [
+        {"jsonrpc": "2.0", "id": n, "method": "tasks.list", "params": {}} for n in range(BATCH)
+    ]
+    assert len((await busy.post("/", json=at_cap)).json()) == BATCH
+    over = [execute_call(f"o{n}") for n in range(BATCH + 1)]
+    reply = (await busy.post("/", json=over)).json()
+    assert isinstance(reply, dict), "one error for the whole batch"
+    assert reply["error"]["code"] == -32600
+    assert "jsonrpc_max_batch" in reply["error"]["data"]["reason"]
+    assert (await busy.get("/runs")).json()["total"] == 0
+
+
+async def test_every_streaming_transport_takes_a_stream_slot(
+    tenants: tuple[httpx.AsyncClient, httpx.AsyncClient],
+) -> None:
+    # Issue 15 (M3): tasks/resubscribe and streaming tasks.execute took no slot.
+    busy, _ = tenants
+    run = (await busy.post("/runs", json=start_body())).json()
+    url = f"/runs/{run['workflow_id']}/{run['run_id']}/stream"
+    async with open_sse(busy, url) as held:
+        assert held.response.status_code == 200
+        resubscribe = {
+            "jsonrpc": "2.0",
+            "id": "r",
+            "method": "tasks/resubscribe",
+            "params": {"id": run["workflow_id"]},
+        }
+        for body in (resubscribe, a2a_stream_call("over the cap")):
+            refused = await busy.post("/", json=body)
+            assert refused.status_code == 429, refused.text
+            assert int(refused.headers["retry-after"]) >= 1
+            assert "max_streams_per_tenant" in refused.json()["error"]["message"]
+        streaming = (await busy.post("/", json=execute_call("s", stream=True))).json()
+        assert streaming["error"]["code"] == -32005
+        assert "max_streams_per_tenant" in streaming["error"]["data"]["detail"]
+    assert (await busy.get("/runs")).json()["total"] == 1, "the refused streams started nothing"
+
+    async def slot_free() -> bool:
+        async with open_sse(busy, url) as again:
+            return again.response.status_code == 200
+
+    await eventually(slot_free, what="the SSE slot is given back", timeout=10, interval=0.1)
+    # An A2A stream holds the slot while it is open and gives it back when the client leaves.
+    async with busy.stream("POST", "/", json=resubscribe) as a2a:
+        assert a2a.status_code == 200
+        assert a2a.headers["content-type"].startswith("text/event-stream")
+        async with open_sse(busy, url) as meanwhile:
+            assert meanwhile.response.status_code == 429
+    await eventually(
+        slot_free, what="the A2A stream's slot is given back", timeout=10, interval=0.1
+    )

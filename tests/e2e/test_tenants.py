@@ -215,7 +215,7 @@ async def test_lists_and_graphs_show_only_the_callers_tenant(
     assert (await mallory.get("/graphs/approval-flow")).status_code == 404
     refused = await mallory.post("/runs", json={"graph": "approval-flow", "input": {"topic": "x"}})
     assert refused.status_code == 404
-    # Same graph name, two tenants, two graphs.
+    # Same graph name, two tenants, two graphs (alice and mallory hold graph-editor).
     spec = (await alice.get("/graphs/approval-flow")).json()
     spec["description"] = f"mallory's own {unique}"
     assert (await mallory.put("/graphs/approval-flow", json=spec)).status_code == 201
@@ -277,6 +277,51 @@ async def test_a_stream_token_reads_one_run_only_and_never_controls_it(
     log_text = stack.gateway.log_path.read_text(errors="replace")
     assert token not in log_text
     assert "access_token=***" in log_text
+
+
+# The stream-token column: what a token minted for one run's stream may call.
+STREAM_TOKEN_READS = {
+    ("GET", "/runs/{workflow_id}/{run_id}/stream"),
+    ("GET", "/runs/{workflow_id}/{run_id}/updates"),
+    ("GET", "/api/v1/workflows/runs/{workflow_id}/{run_id}/stream"),
+    ("GET", "/api/v1/workflows/runs/{workflow_id}/{run_id}/updates"),
+}
+
+
+async def test_a_stream_token_reaches_its_runs_stream_and_history_and_nothing_else(
+    openapi: dict[str, Any], waiting_run: dict[str, Any], as_: Any
+) -> None:
+    alice, browser, holder = as_("alice"), as_(None), as_(None)
+    wf, run_id = waiting_run["workflow_id"], waiting_run["run_id"]
+    minted = await alice.post(f"/runs/{wf}/stream-token")
+    token = minted.json()["access_token"]
+    bearer = {"Authorization": f"Bearer {token}"}
+    holder.headers.update(bearer)
+    allowed = 0
+    for method, path in operations(openapi):
+        if (method, path) in PUBLIC:
+            continue
+        url = concrete(path, wf, run_id)
+        with_header = await call(holder, method, url)
+        if (method, path) in STREAM_TOKEN_READS:
+            assert with_header.status_code == 200, f"{method} {path}: {with_header.status_code}"
+            allowed += 1
+            continue
+        assert with_header.status_code == 403, f"{method} {path}: {with_header.status_code}"
+        assert with_header.headers["content-type"].startswith(PROBLEM)
+        if method == "GET":  # the EventSource way: the token in the query string
+            in_query = await browser.get(url, params={"access_token": token})
+            assert in_query.status_code == 403, f"{method} {path} ?access_token"
+    assert allowed == len(STREAM_TOKEN_READS)
+    # Not on the JSON-RPC doors either: seed 003's task methods, A2A's methods.
+    tasks_call = {"jsonrpc": "2.0", "id": 1, "method": "tasks.list", "params": {}}
+    replied = (await browser.post("/", json=tasks_call, headers=bearer)).json()
+    assert replied["error"]["code"] == -32004, replied
+    a2a_call = {"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"id": wf}}
+    a2a = await browser.post("/", json=a2a_call, headers=bearer)
+    assert a2a.status_code == 401, a2a.text
+    # Nothing reached the run.
+    assert (await wait_for_status(alice, wf, {"paused"}))["status"] == "paused"
 
 
 async def test_a_jwt_of_the_tenant_reads_its_runs(

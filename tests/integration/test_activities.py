@@ -106,7 +106,7 @@ async def test_tool_node_posts_progress_and_archives_its_report(
     outcome = await env("count.1").run(acts.execute_node, ex)
 
     assert outcome.output == {"words": 4, "characters": 20, "sentences": 2}
-    assert outcome.meta == {"tools_used": ["word_count"]}
+    assert outcome.meta == {"tools_used": ["word_count"], "tools_used_count": 1}
     assert outcome.report.status == NodeStatus.SUCCESS
     assert outcome.report.output_summary == '{"words":4,"characters":20,"sentences":2}'
     messages = await stream(bus, run)

@@ -9,8 +9,11 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pytest
+from starlette.requests import Request
 
-from spindle.shared.contracts.errors import NotFound, ValidationFailed
+from spindle.gateway.auth import authenticator as authenticator_module
+from spindle.gateway.auth.authenticator import Authenticator
+from spindle.shared.contracts.errors import NotFound, Unauthorized, ValidationFailed
 from spindle.shared.platform.settings import Settings
 from spindle.shared.store.api_keys import ApiKeyStore
 from tests.cli_runner import run_spindle
@@ -96,3 +99,58 @@ async def test_cli_creates_lists_and_revokes(
     unknown = spindle("revoke", "ffffffffffffffff", settings=settings, db=db)
     assert unknown.returncode == 1
     assert "was not found" in unknown.stderr
+
+
+def _request_with_key(key: str) -> Request:
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": "/runs",
+        "query_string": b"",
+        "headers": [(b"x-api-key", key.encode())],
+        "client": ("192.0.2.7", 40000),
+    }
+    return Request(scope)
+
+
+async def test_a_flood_of_invalid_keys_evicts_the_oldest_not_the_keys_in_use(
+    settings: Settings, db: str, store: ApiKeyStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cache keeps the key in use off MongoDB while random keys pour in: the
+    least recently used entries go, not the whole cache (seen here as a revoked key
+    still served from the cache within its cache time)."""
+    monkeypatch.setattr(authenticator_module, "KEY_CACHE_MAX", 3)
+    auth = Authenticator(
+        settings.model_copy(
+            update={
+                "mongo_db": db,
+                "auth_disabled": False,
+                "auth_secret": "integration-secret",
+                "api_key_cache_seconds": 300,
+            }
+        ),
+        keys=store,
+    )
+    created = await store.create(tenant_id="acme", user_id="alice")
+    in_use = _request_with_key(created.key)
+    assert (await auth.authenticate(in_use)).user_id == "alice"
+    await store.revoke(created.info.key_id)
+
+    async def invalid() -> None:
+        with pytest.raises(Unauthorized):
+            await auth.authenticate(_request_with_key(f"spk_{uuid.uuid4().hex[:16]}_{'x' * 43}"))
+
+    await invalid()
+    await invalid()
+    assert (await auth.authenticate(in_use)).user_id == "alice"  # full now: 3 entries
+    await invalid()  # evicts the oldest invalid key; the key in use stays
+    assert (await auth.authenticate(in_use)).user_id == "alice"
+    # A fresh authenticator asks MongoDB: the key is revoked there.
+    fresh = Authenticator(
+        settings.model_copy(
+            update={"mongo_db": db, "auth_disabled": False, "auth_secret": "integration-secret"}
+        ),
+        keys=store,
+    )
+    with pytest.raises(Unauthorized):
+        await fresh.authenticate(in_use)

@@ -285,3 +285,27 @@ async def test_from_settings_and_ping(mongo_url: str) -> None:
         await configured.database.client.drop_database(configured.database.name)
     finally:
         await configured.close()
+
+
+async def test_integers_beyond_64_bits_are_archived_as_strings_not_dropped(
+    archive: RunArchive,
+) -> None:
+    # A tool may return 10**100; BSON has no such integer and used to fail the write.
+    wf = unique("wf")
+    await archive.create_run(run_record(wf))
+    big = {"value": 10**100, "small": 2**63 - 1, "low": -(2**63) - 1, "flag": True}
+    assert await archive.update_run(wf, status=RunStatus.COMPLETED, output=big)
+    got = await archive.get_run(wf)
+    assert got is not None and got.status == "completed"
+    assert got.output == {
+        "value": str(10**100),
+        "small": 2**63 - 1,
+        "low": str(-(2**63) - 1),
+        "flag": True,
+    }
+    report = NodeReport(
+        node_id="calc", node_type="tool", status=NodeStatus.SUCCESS, started_at=T0.isoformat()
+    )
+    await archive.save_node_report(wf, report, input={"n": 10**100}, output=[10**100])
+    (saved,) = await archive.node_reports(wf)
+    assert (saved["input"], saved["output"]) == ({"n": str(10**100)}, [str(10**100)])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -72,7 +73,9 @@ def http_status(url: str) -> int | None:
 class DevRun:
     """One ``spindle dev`` subprocess with its output collected line by line."""
 
-    def __init__(self, tmp_path: Path, *, background_job: bool = False) -> None:
+    def __init__(
+        self, tmp_path: Path, *, background_job: bool = False, extra: tuple[str, ...] = ()
+    ) -> None:
         self.ports = {option.key: free_port() for option in PORT_OPTIONS}
         self.data_dir = tmp_path / "data"
         # The session's fixtures export SPINDLE_* for their own servers: drop them
@@ -84,7 +87,7 @@ class DevRun:
             and name not in ("REDIS_URL", "MONGO_URL", "TEMPORAL_ADDRESS")
         }
         flags = [arg for o in PORT_OPTIONS for arg in (o.flag, str(self.ports[o.key]))]
-        argv = [bin_path("spindle"), "dev", "--data-dir", str(self.data_dir), *flags]
+        argv = [bin_path("spindle"), "dev", "--data-dir", str(self.data_dir), *flags, *extra]
         if background_job:
             # A shell starts a background job with SIGINT ignored (inherited
             # across exec); `kill -INT` must stop the stack all the same.
@@ -205,6 +208,43 @@ def test_spindle_dev_serves_everything_and_stops_cleanly_on_sigint(dev_run: DevR
     assert stopping[:2] == ["stopping gateway", "stopping worker"]
     assert stopping[-1] == "stopping temporal dev server"
     assert dev_run.lines[-1].strip() == "spindle dev: stopped"
+
+
+def test_spindle_dev_auth_runs_with_auth_on_and_prints_a_working_admin_key(
+    tmp_path: Path,
+) -> None:
+    run = DevRun(tmp_path, extra=("--auth",))
+    try:
+        run.wait_ready()
+        output = run.output
+        assert "Authentication is ON" in output and "authentication is OFF" not in output
+        printed = re.findall(r"spk_[0-9a-f]{16}_[\w-]+", output)
+        assert printed, output
+        key = printed[0]
+        gateway = run.url("gateway_port")
+        assert httpx.get(f"{gateway}/runs", timeout=5).status_code == 401
+        bearer = {"Authorization": f"Bearer {key}"}
+        graphs = httpx.get(f"{gateway}/graphs", headers=bearer, timeout=5).json()["graphs"]
+        assert {spec.name for spec in load_examples()} <= {graph["name"] for graph in graphs}
+        started = httpx.post(
+            f"{gateway}/runs",
+            json={"graph": "approval-flow", "input": {"topic": "auth on"}},
+            headers=bearer,
+            timeout=10,
+        )
+        assert started.status_code == 201, started.text
+        described = httpx.get(
+            f"{gateway}/runs/{started.json()['workflow_id']}", headers=bearer, timeout=10
+        )
+        assert described.json()["tenant_id"] == "default"
+        key_file = run.data_dir / "auth" / "admin-key"
+        assert key_file.read_text().strip() == key
+        assert key_file.stat().st_mode & 0o077 == 0, "the key file is the user's alone"
+        run.proc.send_signal(signal.SIGINT)
+        assert run.wait_exit() == 0, run.output
+    finally:
+        if run.running() or descendants(run.proc.pid):
+            run.kill_all()
 
 
 def test_spindle_dev_stops_everything_and_shows_the_log_when_a_part_dies(

@@ -9,16 +9,29 @@ from __future__ import annotations
 
 import os
 import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
+from temporalio.service import RPCError
 
-from spindle.shared.contracts.runs import UserInput
+from spindle.shared.contracts.runs import (
+    DESCRIBE_QUERY,
+    GRAPH_RUN_WORKFLOW,
+    USER_INPUT_UPDATE,
+    GraphRunInput,
+    GraphRunResult,
+    RunDescription,
+    SignalAck,
+    UserInput,
+)
 from spindle.worker.examples import load_example
-from spindle.worker.replay import record_history, replay, save_history
+from spindle.worker.replay import fetch_generations, record_history, replay, save_history
+from tests.polling import eventually
 from tests.workflow.runs import GraphRunner
+from tests.workflow.test_continue_as_new import LOOP_AND_PROMPT
 
 pytestmark = pytest.mark.integration
 
@@ -30,6 +43,16 @@ EXAMPLE_RUNS: dict[str, tuple[Any, list[UserInput]]] = {
     "pipeline": ({"text": "The export is broken and slow, I want a refund."}, []),
     "research-agent": ({"question": "What is Temporal? And what is 17 * 3?"}, []),
     "delegation": ({"topic": "durable execution"}, []),
+    "review-triage": (
+        {
+            "reviews": [
+                {"id": "r1", "text": "Great product, fast and easy"},
+                {"id": "r2", "text": "Broken again, I want a refund"},
+                {"text": "It arrived on Tuesday"},
+            ]
+        },
+        [],
+    ),
     "approval-flow": (
         {"topic": "durable runs"},
         [UserInput(data={"decision": "approve", "comment": "ship it"}, client_message_id="m1")],
@@ -66,3 +89,45 @@ async def test_example_history_replays(dev_runner: GraphRunner, name: str) -> No
     if RECORD:
         for _, each in histories:
             save_history(each, HISTORIES)
+
+
+async def test_a_run_over_generations_replays(dev_runner: GraphRunner) -> None:
+    """A loop that continues as new while a prompt waits: each generation replays."""
+    workflow_id = "long-loop" if RECORD else f"long-loop-{uuid.uuid4().hex[:8]}"
+    handle = await dev_runner.client.start_workflow(
+        GRAPH_RUN_WORKFLOW,
+        GraphRunInput(
+            graph=LOOP_AND_PROMPT,
+            input={"topic": "history"},
+            continue_as_new_after_events=100,
+        ),
+        id=workflow_id,
+        task_queue=dev_runner.task_queue,
+        result_type=GraphRunResult,
+    )
+    latest = dev_runner.client.get_workflow_handle(workflow_id, result_type=GraphRunResult)
+
+    async def looped_and_waiting() -> bool:
+        try:
+            described = await latest.query(
+                DESCRIBE_QUERY, result_type=RunDescription, rpc_timeout=timedelta(seconds=2)
+            )
+        except RPCError:
+            return False  # asked the generation that was just handing over
+        return described.current_nodes == ["ask"] and described.generation > 1
+
+    await eventually(looped_and_waiting, what="the loop over, the prompt waiting", timeout=60)
+    await latest.execute_update(USER_INPUT_UPDATE, UserInput(message="yes"), result_type=SignalAck)
+    result = await latest.result()
+    assert result.output["answer"] == {"ask_response": "yes"}
+
+    histories = await fetch_generations(
+        dev_runner.client, workflow_id, handle.first_execution_run_id or ""
+    )
+    assert len(histories) == result.generation >= 3
+    kinds = [e.event_type for e in histories[0].events]
+    assert kinds[-1] == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
+    assert await replay([(f"{workflow_id} run {i}", h) for i, h in enumerate(histories)]) == []
+    if RECORD:
+        for generation, history in enumerate(histories, start=1):
+            save_history(history, HISTORIES, generation)

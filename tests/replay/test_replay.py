@@ -13,7 +13,7 @@ from tests.replay.drifted import DriftedGraphRun
 pytestmark = pytest.mark.workflow
 
 HISTORIES = Path(__file__).parent.parent / "histories"
-EXAMPLES = ("approval-flow", "delegation", "pipeline", "research-agent")
+EXAMPLES = ("approval-flow", "delegation", "pipeline", "research-agent", "review-triage")
 
 
 def history_files() -> list[Path]:
@@ -21,9 +21,20 @@ def history_files() -> list[Path]:
 
 
 def test_every_example_has_a_recorded_history() -> None:
-    assert {p.stem for p in history_files()} >= {*EXAMPLES, "delegation.ws-1"}
+    stems = {p.stem for p in history_files()}
+    assert stems >= {*EXAMPLES, "delegation.ws-1"}
+    # A run that continued as new: one history per generation, <id>~<generation>.
+    assert stems >= {"long-loop", "long-loop~2", "long-loop~3"}
     for path in history_files():
-        assert load_history(path).workflow_id == path.stem
+        assert load_history(path).workflow_id == path.stem.split("~")[0]
+
+
+def test_a_later_generation_starts_from_what_the_previous_one_carried() -> None:
+    first, second = (load_history(HISTORIES / f"{n}.json") for n in ("long-loop", "long-loop~2"))
+    ended = first.events[-1].workflow_execution_continued_as_new_event_attributes
+    started = second.events[0].workflow_execution_started_event_attributes
+    assert ended.new_execution_run_id == second.run_id
+    assert started.continued_execution_run_id == first.run_id
 
 
 async def test_recorded_histories_replay_with_the_current_workflow() -> None:

@@ -21,7 +21,9 @@ from spindle.dev.config import (
     resolve_dev_config,
 )
 from spindle.dev.processes import free_port
-from spindle.dev.stack import child_env
+from spindle.dev.stack import DevStack, child_env
+from spindle.shared.contracts.errors import OutboundRefused
+from spindle.shared.platform.outbound import outbound_policy
 from spindle.shared.platform.settings import Settings
 
 pytestmark = pytest.mark.unit
@@ -233,6 +235,15 @@ def test_worker_and_gateway_children_are_pointed_at_the_stack(
     assert settings.base_url == "http://127.0.0.1:9001"
     # The offline model is paced so the demo shows answers arriving token by token.
     assert env["SPINDLE_OFFLINE_TOKEN_DELAY_MS"] == "20"
+    # Push callbacks to this machine work in development, and the banner says so;
+    # everything else the outbound policy refuses stays refused.
+    policy = outbound_policy(settings)
+    for url in ("http://127.0.0.1:9999/hook", "http://[::1]:8080/", "http://localhost:8080/"):
+        policy.check_url(url)
+    with pytest.raises(OutboundRefused):
+        policy.check_url("http://169.254.169.254/")
+    (line,) = [ln for ln in DevStack(config).banner().splitlines() if "Push callbacks" in ln]
+    assert "loopback allowed" in line
 
 
 def test_graphs_register_needs_a_file_or_examples(capsys: pytest.CaptureFixture[str]) -> None:

@@ -160,3 +160,44 @@ def test_single_required_string(schema: dict[str, Any], expected: str | None) ->
 def test_json_path() -> None:
     assert json_path([]) == "$"
     assert json_path(["a", 0, "b"]) == "a[0].b"
+
+
+OPEN_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"decision": {"type": "string"}},
+    "required": ["decision"],
+}
+
+
+def test_fields_the_schema_does_not_name_are_refused_each_by_name() -> None:
+    # JSON Schema would let them through: 900 KB of "padding" reached the run.
+    error = rejection(
+        OPEN_SCHEMA, UserInput(data={"decision": "yes", "padding": "x" * 900_000, "b": 1})
+    )
+    assert [(e["field"], e["rule"]) for e in error.errors] == [
+        ("b", "additionalProperties"),
+        ("padding", "additionalProperties"),
+    ]
+    assert "'padding' is not a field of this prompt (fields: decision)" in error.detail
+    assert "x" * 100 not in error.detail
+
+
+def test_the_default_prompt_schema_takes_only_its_response_field() -> None:
+    schema = default_ui_schema("ask", "Name?")
+    error = rejection(schema, UserInput(message="Ada", data={"extra": True}))
+    assert [e["field"] for e in error.errors] == ["extra"]
+
+
+@pytest.mark.parametrize(
+    "allows",
+    [
+        {"additionalProperties": True},
+        {"additionalProperties": {"type": "integer"}},
+        {"patternProperties": {"^x_": {}}},
+    ],
+)
+def test_a_schema_that_allows_more_fields_gets_them(allows: dict[str, Any]) -> None:
+    answer = resolve_answer(
+        pending({**OPEN_SCHEMA, **allows}), UserInput(data={"decision": "y", "x_n": 1})
+    )
+    assert answer == {"decision": "y", "x_n": 1}

@@ -379,3 +379,34 @@ def test_long_skip_chains_do_not_recurse() -> None:
     ]
     trace = simulate(graph("n0", nodes, edges))
     assert len(trace.skipped) == n - 1
+
+
+def test_a_snapshot_restored_in_a_new_scheduler_carries_on_the_loop() -> None:
+    """Continue-as-new: a scheduler rebuilt from a snapshot mid-loop decides the same."""
+    spec = _loop_graph(max_iterations=3)
+    reference = simulate(spec, {"review": lambda s, v: ({"ok": False}, [])})
+
+    first = GraphScheduler(spec)
+    executed: list[tuple[str, int]] = []
+    state: dict[str, Any] = {"input": None}
+    ready = first.start().ready
+    scheduler = first
+    while ready:
+        [activation] = ready
+        executed.append((activation.node_id, activation.visit))
+        state[activation.node_id] = {"ok": False}
+        ready = scheduler.complete(activation.node_id, [], state).ready
+        if len(executed) == 4:
+            # Hand everything to a fresh scheduler, as the next generation does.
+            scheduler = GraphScheduler(spec)
+            scheduler.restore(first.snapshot().model_copy(deep=True))
+    assert executed == reference.executed
+    assert scheduler.finished
+    assert scheduler.visits("draft") == 4
+
+
+def test_a_snapshot_of_another_graph_is_refused() -> None:
+    snapshot = GraphScheduler(_loop_graph(max_iterations=3)).snapshot()
+    other = GraphScheduler(graph("x", {"x": {}}, []))
+    with pytest.raises(ValueError, match="does not fit"):
+        other.restore(snapshot.model_copy(update={"node_states": {"draft": "pending"}}))

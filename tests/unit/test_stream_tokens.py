@@ -20,9 +20,31 @@ def test_a_token_carries_tenant_user_and_run_but_no_roles() -> None:
     assert expires == int(NOW) + 300
     identity = signer.verify(token, now=NOW + 299)
     assert identity == Identity(
-        tenant_id="tenant-a", user_id="alice", method="stream_token", run_scope="run-1"
+        tenant_id="tenant-a",
+        user_id="alice",
+        method="stream_token",
+        run_scope="run-1",
+        expires_at=expires,
     )
     assert identity.roles == ()
+
+
+def test_a_token_names_the_key_that_minted_it_so_it_dies_with_the_key() -> None:
+    signer = StreamTokenSigner("s3cret", ttl_seconds=300)
+    keyed = ALICE.model_copy(update={"key_id": "0123456789abcdef"})
+    token, _ = signer.issue(keyed, "run-1", now=NOW)
+    identity = signer.verify(token, now=NOW)
+    assert identity is not None
+    assert identity.key_id == "0123456789abcdef"
+
+
+def test_a_token_expires_no_later_than_the_jwt_that_minted_it() -> None:
+    signer = StreamTokenSigner("s3cret", ttl_seconds=300)
+    short_jwt = ALICE.model_copy(update={"method": "jwt", "expires_at": int(NOW) + 20})
+    token, expires = signer.issue(short_jwt, "run-1", now=NOW)
+    assert expires == int(NOW) + 20
+    assert signer.verify(token, now=NOW + 19) is not None
+    assert signer.verify(token, now=NOW + 20) is None
 
 
 def test_an_expired_token_is_refused() -> None:
@@ -44,6 +66,9 @@ def test_another_secret_or_a_changed_payload_is_refused() -> None:
     )
 
 
-@pytest.mark.parametrize("garbage", ["st1.", "st1.abc", "st1.a.b.c", "st1.!!!.???", "st1..", ""])
+@pytest.mark.parametrize(
+    "garbage",
+    ["st1.", "st1.abc", "st1.a.b.c", "st1.!!!.???", "st1..", "", "st1.abc.é", "st1.é.abc"],
+)
 def test_malformed_tokens_are_refused_not_crashed_on(garbage: str) -> None:
     assert StreamTokenSigner("s3cret", 60).verify(garbage, now=NOW) is None

@@ -127,3 +127,15 @@ async def test_text_tools() -> None:
     assert draft["title"].startswith("Pricing")
     assert draft["sources"][0] == "pricing"
     assert draft["body"].count("\n- ") == 1
+
+
+def test_tools_used_meta_stays_bounded_over_a_long_loop() -> None:
+    from spindle.worker.nodes.tool import TOOLS_USED_KEPT, tools_used_meta
+
+    meta: dict[str, object] = {"source": "support"}
+    for i in range(1, 1001):
+        meta = {**meta, **tools_used_meta(meta, f"t{i}")}
+    assert meta["tools_used_count"] == 1000
+    assert meta["tools_used"] == [f"t{i}" for i in range(1001 - TOOLS_USED_KEPT, 1001)]
+    # A meta written before the count existed counts its names.
+    assert tools_used_meta({"tools_used": ["a", "b"]}, "c")["tools_used_count"] == 3

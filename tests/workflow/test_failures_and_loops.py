@@ -13,7 +13,7 @@ from temporalio import activity
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from spindle.nodes import NodeContext, NodeResult, node_type
+from spindle.nodes import NodeContext, NodeResult, StateReads, node_type
 from spindle.shared.contracts.graph_spec import GraphSpec
 from spindle.shared.contracts.messages import AgentMessageType
 from spindle.shared.contracts.runs import NodeStatus, RunStatus
@@ -38,7 +38,8 @@ async def always_broken(ctx: NodeContext) -> NodeResult:
     raise RuntimeError(f"disk on fire (attempt {activity.info().attempt})")
 
 
-@node_type("test_count", description="Outputs its visit number.")
+# Reads its own earlier output from ctx.state, a key no expression names: it says so.
+@node_type("test_count", description="Outputs its visit number.", reads_state=StateReads.ALL)
 async def count(ctx: NodeContext) -> NodeResult:
     return NodeResult(data={"visit": ctx.visit, "seen": ctx.state.get(ctx.node.id)})
 

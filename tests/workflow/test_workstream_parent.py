@@ -4,6 +4,7 @@ scripted child (``tests.workflow.workstream_parents``)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable
 from datetime import UTC, datetime
 from typing import Any
@@ -14,7 +15,14 @@ from temporalio.client import (
     WorkflowFailureError,
 )
 
-from spindle.shared.contracts.runs import RunStatus, UserInput
+from spindle.shared.contracts.errors import Conflict
+from spindle.shared.contracts.runs import (
+    GRAPH_RUN_WORKFLOW,
+    GraphRunInput,
+    GraphRunResult,
+    RunStatus,
+    UserInput,
+)
 from spindle.shared.contracts.workstreams import (
     GRACE_SECONDS,
     MESSAGE_WORKSTREAM_UPDATE,
@@ -159,6 +167,39 @@ async def test_a_child_that_ignores_stop_is_cancelled_after_the_grace_period(
 
 
 # -- steer, message, terminate ---------------------------------------------------------
+
+
+async def test_a_launch_past_the_live_limit_is_refused_and_the_run_goes_on(
+    parents: Parents,
+) -> None:
+    # Issue 15: a run's workstream fan-out had no limit.
+    handle = await parents.client.start_workflow(
+        GRAPH_RUN_WORKFLOW,
+        GraphRunInput(graph=HOLD, max_live_workstreams=2),
+        id=f"ws-limit-{uuid.uuid4().hex[:10]}",
+        task_queue=parents.runner.task_queue,
+        result_type=GraphRunResult,
+    )
+    await parents.runner.wait_for_prompt(handle, "hold")
+    for task in ("slow a", "slow b"):
+        await parents.launch(handle, LaunchRequest(task=task, deadline_seconds=600))
+    over = await refused(parents.launch(handle, LaunchRequest(task="slow c")))
+    assert over.type == Conflict.application_type
+    assert "max_live_workstreams" in str(over)
+    assert [i.launch_id for i in await parents.workstreams(handle)] == ["ws-1", "ws-2"]
+    assert (await parents.runner.describe(handle)).status is RunStatus.PAUSED, "still waiting"
+
+    await handle.execute_update(
+        TERMINATE_WORKSTREAM_UPDATE, TerminateWorkstream(launch_id="ws-1"), result_type=TerminateAck
+    )
+
+    async def one_ended() -> bool:
+        return (await parents.workstreams(handle))[0].state.finished
+
+    await eventually(one_ended, what="ws-1 ends")
+    again = await parents.launch(handle, LaunchRequest(task="quick d"))
+    assert again.launch_id == "ws-3", "a slot freed by an ended workstream is usable"
+    await handle.cancel()
 
 
 async def test_steer_message_and_terminate_updates_and_their_refusals(parents: Parents) -> None:

@@ -21,6 +21,7 @@ def build_activities(
     """All activities of a graph run, bound to the given bus, archive and LLM."""
     from spindle.worker.activities.agent import AgentActivities
     from spindle.worker.activities.hitl import HitlActivities
+    from spindle.worker.activities.items import item_activities
     from spindle.worker.activities.lifecycle import LifecycleActivities
     from spindle.worker.activities.nodes import NodeActivities
     from spindle.worker.activities.run_start import RunStartActivities
@@ -40,5 +41,6 @@ def build_activities(
         hitl.accept_input,
         lifecycle.finish_run,
         lifecycle.post_message,
+        *item_activities(bus, archive),
         run_start.record_run_start,
     ]

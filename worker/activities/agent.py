@@ -17,13 +17,19 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from temporalio import activity
 
-from spindle.shared.contracts.errors import LlmRefused, ToolError, to_application_error
+from spindle.shared.contracts.errors import (
+    LlmRefused,
+    NodeFailed,
+    ToolError,
+    to_application_error,
+)
 from spindle.shared.contracts.messages import AgentMessageType
 from spindle.shared.contracts.runs import NodeStatus
 from spindle.shared.graphs.node_params import AgentParams
 from spindle.shared.graphs.node_types import AGENT
 from spindle.shared.platform.logging_setup import bind_activity_log_context
 from spindle.shared.platform.settings import get_settings
+from spindle.shared.store.conversations import ConversationStore, conversation_key
 from spindle.worker.activities.chunk_poster import ChunkPoster
 from spindle.worker.activities.heartbeat import heartbeating
 from spindle.worker.activities.params import invalid_params, resolve_params, validate_params
@@ -124,6 +130,7 @@ class AgentActivities:
         self.llm = llm
         self.recorder = RunRecorder(archive)
         self.tasks = TaskSync(bus, archive)
+        self.conversations = ConversationStore(bus.redis, settings.history_ttl_days * 86_400)
         self.streaming = settings.llm_streaming if streaming is None else streaming
         self.chunk_interval = (
             settings.stream_chunk_interval_ms / 1000 if chunk_interval is None else chunk_interval
@@ -131,6 +138,19 @@ class AgentActivities:
         self.chunk_max_chars = (
             settings.stream_chunk_max_chars if chunk_max_chars is None else chunk_max_chars
         )
+
+    async def _conversation(self, turn: LlmTurnInput) -> list[ChatMessage]:
+        """The whole conversation so far: stored earlier messages, then the new ones."""
+        if turn.conversation is None:
+            return turn.messages
+        run = turn.execution.run
+        key = conversation_key(run.stream_id, run.workflow_id, turn.conversation)
+        try:
+            earlier = await self.conversations.load(key, turn.stored)
+        except NodeFailed as exc:
+            raise to_application_error(exc) from exc
+        await self.conversations.save(key, turn.stored, [m.model_dump() for m in turn.messages])
+        return [*(ChatMessage.model_validate(m) for m in earlier), *turn.messages]
 
     async def _ask(self, request: LlmRequest, poster: MessagePoster) -> LlmResponse:
         """The model's reply; its tokens are streamed to the run as they come."""
@@ -154,7 +174,7 @@ class AgentActivities:
             await self.recorder.node_started(execution)  # currentNodeId in the archive
         params = agent_params(execution)
         request = LlmRequest(
-            messages=with_opening(params, execution.state, turn.messages),
+            messages=with_opening(params, execution.state, await self._conversation(turn)),
             tools=tool_specs(execution, params.tools),
             model=params.model,
             temperature=params.temperature,

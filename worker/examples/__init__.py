@@ -4,6 +4,8 @@
 - ``approval-flow``: tool drafts → prompt (HITL) → router → two branches → output.
 - ``pipeline``: tool → tool → conditional edges → output, with ``inputs`` mappings
   and metadata propagation.
+- ``review-triage``: map (sentiment per review) → filter (negative) → map (a reply
+  each) → merge (replies joined onto the reviews by id) → output.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
-"""Built-in node types run by ``execute_node``: ``tool``, ``router``, ``output``.
+"""Built-in node types run by ``execute_node``: ``tool``, ``router``, ``output``,
+``filter``, ``merge``.
 
 Importing this package registers them (see ``spindle.worker.registry``); their specs
 are ``spindle.shared.graphs.node_types``'s.
 """
 
-from spindle.worker.nodes import output, router, tool
+from spindle.worker.nodes import items, output, router, tool
 
-__all__ = ["output", "router", "tool"]
+__all__ = ["items", "output", "router", "tool"]

@@ -41,5 +41,21 @@ async def run_tool(ctx: NodeContext) -> NodeResult:
         f"Tool {tool.name} returned {summarize(result, 120)}",
         details={"node_id": ctx.node.id, "tool": tool.name},
     )
-    used = [*ctx.meta.get("tools_used", []), tool.name]
-    return NodeResult(data=result, metadata={"tools_used": used})
+    return NodeResult(data=result, metadata=tools_used_meta(ctx.meta, tool.name))
+
+
+TOOLS_USED_KEPT = 20
+"""Names ``meta.tools_used`` keeps: the latest, oldest first (docs/graphs/index.md)."""
+
+
+def tools_used_meta(meta: dict[str, Any], name: str) -> dict[str, Any]:
+    """``meta`` after one more tool call: the last names and a count of all calls.
+
+    Bounded, so a loop of 10,000 tool nodes does not carry 10,000 names from node
+    to node (docs/design.md §10).
+    """
+    used = meta.get("tools_used")
+    names = [*(used if isinstance(used, list) else []), name][-TOOLS_USED_KEPT:]
+    count = meta.get("tools_used_count")
+    before = count if isinstance(count, int) else len(used) if isinstance(used, list) else 0
+    return {"tools_used": names, "tools_used_count": before + 1}

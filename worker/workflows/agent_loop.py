@@ -212,6 +212,9 @@ async def converse(
     before = list(opening or [])
     messages: list[ChatMessage] = []
     best = ""
+    # Each turn sends only the messages new since the last one; the activity keeps the
+    # rest (docs/graphs/index.md, long runs), so history does not grow with turns squared.
+    sent = 0
     for turn in range(1, limit + 1):
         if hooks is not None:
             if hooks.should_stop():
@@ -224,9 +227,16 @@ async def converse(
                 return AgentReply(
                     conversation=before + messages, answer=best, stopped=True, turns=turn - 1
                 )
+        conversation = before + messages
         result = await workflow.execute_activity(
             LLM_TURN,
-            LlmTurnInput(execution=execution, turn=turn, messages=before + messages),
+            LlmTurnInput(
+                execution=execution,
+                turn=turn,
+                messages=conversation[sent:],
+                conversation=prefix,
+                stored=sent,
+            ),
             result_type=LlmTurnResult,
             activity_id=f"{prefix}.t{turn}",
             start_to_close_timeout=policies.node_timeout(node),
@@ -234,6 +244,7 @@ async def converse(
             task_queue=node.task_queue,
             priority=policies.node_priority(node),
         )
+        sent = len(conversation)
         messages.append(result.message)
         if result.message.content:
             best = result.message.content

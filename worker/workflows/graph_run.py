@@ -16,6 +16,7 @@ completions processed in the order they happened, logging via ``workflow.logger`
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -36,6 +37,8 @@ with workflow.unsafe.imports_passed_through():
         DESCRIBE_QUERY,
         GRAPH_RUN_WORKFLOW,
         USER_INPUT_UPDATE,
+        CarriedState,
+        CarriedWait,
         GraphRunInput,
         GraphRunResult,
         NodeReport,
@@ -49,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
     from spindle.shared.graphs.expressions import ExpressionError
     from spindle.shared.graphs.node_params import PromptParams, default_ui_schema
     from spindle.shared.graphs.node_types import PROMPT, NodeTypeSpec, RunKind
+    from spindle.shared.graphs.state_reads import node_state_reads, project_state
     from spindle.worker import policies
     from spindle.worker.activities.params import resolve_params, validate_params
     from spindle.worker.contracts import (
@@ -70,6 +74,7 @@ with workflow.unsafe.imports_passed_through():
     from spindle.worker.hitl import resolve_answer
     from spindle.worker.registry import spec_of
     from spindle.worker.workflows.agent_loop import run_agent
+    from spindle.worker.workflows.items import run_map
     from spindle.worker.workflows.scheduler import Activation, Advance, GraphScheduler
     from spindle.worker.workflows.workstreams.parent_handlers import WorkstreamHandlers
     from spindle.worker.workflows.workstreams.parent_supervisor import WorkstreamSupervisor
@@ -96,11 +101,13 @@ class GraphRun(WorkstreamHandlers):
     @workflow.init
     def __init__(self, run_input: GraphRunInput) -> None:
         info = workflow.info()
+        carried = run_input.carried
         self._input = run_input
         self._graph = run_input.graph
         self._run = RunRef(
             workflow_id=info.workflow_id,
-            run_id=info.run_id,
+            # Generation 1's run id keys the archive and message ids of every generation.
+            run_id=carried.first_run_id if carried is not None else info.run_id,
             stream_id=run_input.stream_id or info.workflow_id,
             workstream_id=run_input.workstream_id,
             tenant_id=run_input.tenant_id,
@@ -113,7 +120,10 @@ class GraphRun(WorkstreamHandlers):
         }
         self._scheduler = GraphScheduler(run_input.graph)
         self._status = RunStatus.RUNNING
-        self._reports: list[NodeReport] = []
+        # Bounded: one report per node execution would grow without end (docs/design.md §10).
+        self._reports: deque[NodeReport] = deque(maxlen=policies.REPORTS_KEPT)
+        self._report_counts: dict[str, int] = {}
+        self._reads: dict[str, frozenset[str] | None] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._started: dict[str, datetime] = {}
         self._completions: list[_Completion] = []
@@ -123,7 +133,31 @@ class GraphRun(WorkstreamHandlers):
         self._output_node_ran = False
         self._error: str | None = None
         self._notices = 0
-        self._workstreams = WorkstreamSupervisor(self._run, user_id=run_input.user_id)
+        self._workstreams = WorkstreamSupervisor(
+            self._run, user_id=run_input.user_id, max_live=run_input.max_live_workstreams
+        )
+        self._generation = 1
+        self._history_warned = False
+        self._history_warning: asyncio.Task[None] | None = None
+        self._continuing = False
+        self._deferred: list[Activation] = []
+        self._waiting: dict[str, CarriedWait] = {}  # prompts that asked; carried if we continue
+        self._carried_waits: dict[str, CarriedWait] = {}
+        if carried is not None:
+            self._take_over(carried)
+
+    def _take_over(self, carried: CarriedState) -> None:
+        """Continue where the previous generation stopped (continue-as-new)."""
+        self._generation = carried.generation
+        self._scheduler.restore(carried.scheduler)
+        self._state = dict(carried.state)
+        self._output, self._output_node_ran = carried.output, carried.output_node_ran
+        self._reports.extend(carried.reports)
+        self._report_counts = dict(carried.report_counts)
+        self._notices = carried.notices
+        self._history_warned = carried.history_warned
+        self._carried_waits = dict(carried.waits)
+        self._workstreams.restore_counts(carried.workstream_counts)
 
     # -- the run ---------------------------------------------------------------
 
@@ -135,9 +169,19 @@ class GraphRun(WorkstreamHandlers):
             ApplicationError: ``NodeFailed`` (non-retryable) when a node failed
                 after its retries; the run is then Failed in Temporal.
         """
+        # Watches history size on every activation, also while a long node (an
+        # agent's turns, a workstream) keeps the run from a node boundary.
+        watch = asyncio.create_task(self._watch_history())
         try:
-            if run_input.scheduled_by is not None:
-                await self._record_start(run_input)
+            return await self._run_to_end()
+        finally:
+            watch.cancel()
+
+    async def _run_to_end(self) -> GraphRunResult:
+        try:
+            # A continued run (carried) recorded its start in its first execution.
+            if self._input.scheduled_by is not None and self._input.carried is None:
+                await self._record_start(self._input)
             await self._drive()
             # Non-interactive children run to their end (deadline-bounded).
             await self._workstreams.close("parent_finished", stop_all=False)
@@ -155,13 +199,25 @@ class GraphRun(WorkstreamHandlers):
             await self._finish(RunStatus.FAILED)
             raise to_application_error(NodeFailed(self._error)) from None
         self._status = RunStatus.COMPLETED
+        if self._history_warning is not None:
+            await self._history_warning  # before COMPLETE: nothing is posted after it
         await self._finish(RunStatus.COMPLETED)
         return GraphRunResult(
-            status=RunStatus.COMPLETED, output=self._output, node_reports=list(self._reports)
+            status=RunStatus.COMPLETED,
+            output=self._output,
+            node_reports=list(self._reports),
+            report_counts=dict(self._report_counts),
+            generation=self._generation,
         )
 
     async def _drive(self) -> None:
-        await self._apply(self._scheduler.start())
+        carried = self._input.carried
+        if carried is None:
+            await self._apply(self._scheduler.start())
+        else:
+            resumed = [Activation(node_id, visit) for node_id, visit in carried.ready]
+            resumed += [Activation(node_id, w.visit) for node_id, w in carried.waits.items()]
+            await self._apply(Advance(ready=resumed))
         while not self._scheduler.finished:
             await workflow.wait_condition(lambda: bool(self._completions))
             while self._completions:
@@ -175,13 +231,102 @@ class GraphRun(WorkstreamHandlers):
                     advance = self._scheduler.complete(node_id, done.outcome.ports, self._state)
                 except ExpressionError as exc:
                     raise _RunFailed(f"edge condition after node '{node_id}': {exc}") from exc
+                # A node boundary: continue as new here, before the next nodes start,
+                # if history is long and nothing but answered-to-be prompts is in flight.
+                self._continuing = self._continuing or (
+                    self._continue_wanted() and self._at_boundary()
+                )
                 await self._apply(advance)
+            if self._continuing and not self._scheduler.finished:
+                await self._continue_as_new()
+
+    # -- history volume: warning and continue-as-new ----------------------------
+
+    def _history_large(self) -> bool:
+        info = workflow.info()
+        limit = self._input.history_warning_events or policies.HISTORY_WARNING_EVENTS
+        return (
+            info.get_current_history_length() >= limit
+            or info.get_current_history_size() >= policies.HISTORY_WARNING_BYTES
+        )
+
+    async def _watch_history(self) -> None:
+        await workflow.wait_condition(lambda: self._history_warned or self._history_large())
+        self._warn_history()
+
+    def _warn_history(self) -> None:
+        """One WARNING per run (all generations) once history passes half a limit."""
+        if self._history_warned or not self._history_large():
+            return
+        self._history_warned = True
+        info = workflow.info()
+        events, size = info.get_current_history_length(), info.get_current_history_size()
+        self._history_warning = asyncio.create_task(
+            self._post_warning(
+                f"run history is large: {events} events, {size / 1_048_576:.1f} MB in this "
+                f"generation (Temporal stops a run at 51,200 events or 50 MB); the run continues "
+                "as new at node boundaries, but a long node (agent, workstream) may hold it"
+            )
+        )
+
+    def _continue_wanted(self) -> bool:
+        info = workflow.info()
+        after = self._input.continue_as_new_after_events
+        if after is not None and info.get_current_history_length() >= after:
+            return True
+        return info.is_continue_as_new_suggested()
+
+    def _at_boundary(self) -> bool:
+        """No node in flight but prompts that asked and wait; no child running."""
+        if self._completions or self._answers or not self._workstreams.settled:
+            return False
+        return all(node_id in self._waiting for node_id in self._tasks)
+
+    async def _continue_as_new(self) -> None:
+        """Hand everything to a new run of this workflow (same id) and end this one."""
+        # Updates accepted in this generation finish here, not half in the next one.
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        # Said in this generation if due: the next one only knows that it was said.
+        self._warn_history()
+        if self._history_warning is not None:
+            await self._history_warning
+        if self._answers or not self._at_boundary():
+            # An answer came in meanwhile: carry on in this generation.
+            self._continuing = False
+            deferred, self._deferred = self._deferred, []
+            await self._apply(Advance(ready=deferred))
+            return
+        waits = dict(self._waiting)
+        await self._stop_nodes()
+        carried = CarriedState(
+            generation=self._generation + 1,
+            first_run_id=self._run.run_id,
+            scheduler=self._scheduler.snapshot(),
+            state=self._state,
+            output=self._output,
+            output_node_ran=self._output_node_ran,
+            ready=[(a.node_id, a.visit) for a in self._deferred],
+            waits=waits,
+            reports=list(self._reports),
+            report_counts=self._report_counts,
+            notices=self._notices,
+            history_warned=self._history_warned,
+            workstream_counts=self._workstreams.counts,
+        )
+        workflow.logger.info(
+            "run %s continues as new (generation %d)", self._run.workflow_id, carried.generation
+        )
+        workflow.continue_as_new(self._input.model_copy(update={"carried": carried}))
+
+    def _add_report(self, report: NodeReport) -> None:
+        self._reports.append(report)
+        self._report_counts[report.status] = self._report_counts.get(report.status, 0) + 1
 
     async def _apply(self, advance: Advance) -> None:
         now = workflow.now()
         for skip in advance.skipped:
             node = self._graph.node(skip.node_id)
-            self._reports.append(
+            self._add_report(
                 NodeReport(
                     node_id=node.id,
                     node_type=node.type,
@@ -194,6 +339,9 @@ class GraphRun(WorkstreamHandlers):
         for warning in advance.warnings:
             await self._post_warning(warning)
         for activation in advance.ready:
+            if self._continuing:
+                self._deferred.append(activation)  # started by the next generation
+                continue
             self._started[activation.node_id] = workflow.now()
             reused = self._reused_outcome(activation)
             if reused is not None:
@@ -240,7 +388,7 @@ class GraphRun(WorkstreamHandlers):
             self._output, self._output_node_ran = outcome.output, True
         elif not self._output_node_ran:
             self._output = outcome.output
-        self._reports.append(outcome.report.model_copy(update={"visit": activation.visit}))
+        self._add_report(outcome.report.model_copy(update={"visit": activation.visit}))
 
     def _record_failure(self, activation: Activation, error: BaseException | None) -> str:
         node = self._graph.node(activation.node_id)
@@ -254,7 +402,7 @@ class GraphRun(WorkstreamHandlers):
         text = cause.message if isinstance(cause, FailureError) else str(cause)
         message = f"node '{node.id}' ({node.type}) failed: {text}"
         started = self._started.get(node.id, workflow.now())
-        self._reports.append(
+        self._add_report(
             NodeReport(
                 node_id=node.id,
                 node_type=node.type,
@@ -322,14 +470,17 @@ class GraphRun(WorkstreamHandlers):
     async def _execute(self, activation: Activation) -> NodeOutcome:
         # The node as its activities see it: task queue resolved from the graph.
         node = policies.routed(self._graph, self._graph.node(activation.node_id))
+        spec = spec_of(node.type)
+        if node.id not in self._reads:
+            self._reads[node.id] = node_state_reads(node, spec)
         execution = NodeExecution(
             run=self._run,
             node=node,
             visit=activation.visit,
-            state=dict(self._state),
+            # Only what the node reads: history per node stays constant (docs/design.md §4).
+            state=project_state(self._state, self._reads[node.id]),
             started_at=workflow.now().isoformat(),
         )
-        spec = spec_of(node.type)
         run_kind = spec.runs if spec is not None else RunKind.ACTIVITY
         return await NODE_RUNNERS[run_kind](self, execution, spec)
 
@@ -341,6 +492,9 @@ class GraphRun(WorkstreamHandlers):
         self, execution: NodeExecution, spec: NodeTypeSpec | None
     ) -> NodeOutcome:
         return await self._workstreams.run_node(execution)
+
+    async def _run_map(self, execution: NodeExecution, spec: NodeTypeSpec | None) -> NodeOutcome:
+        return await run_map(execution, spec)
 
     async def _run_activity(
         self, execution: NodeExecution, spec: NodeTypeSpec | None
@@ -373,28 +527,40 @@ class GraphRun(WorkstreamHandlers):
 
     async def _ask_human(self, execution: NodeExecution, spec: NodeTypeSpec | None) -> NodeOutcome:
         node = execution.node
-        resolved = resolve_params(node, execution.state, templates=PROMPT.templates)
-        params = validate_params(node, resolved, PromptParams)
-        pending = PendingInput(
-            node_id=node.id,
-            prompt=params.prompt,
-            ui_schema=params.ui_schema or default_ui_schema(node.id, params.prompt, params.title),
-            requested_at=workflow.now().isoformat(),
-        )
+        carried = self._carried_waits.pop(node.id, None)
+        if carried is not None:
+            # Asked by an earlier generation: wait for the answer without asking again.
+            pending = carried.pending
+            execution = execution.model_copy(update={"started_at": carried.started_at})
+        else:
+            resolved = resolve_params(node, execution.state, templates=PROMPT.templates)
+            params = validate_params(node, resolved, PromptParams)
+            pending = PendingInput(
+                node_id=node.id,
+                prompt=params.prompt,
+                ui_schema=params.ui_schema
+                or default_ui_schema(node.id, params.prompt, params.title),
+                requested_at=workflow.now().isoformat(),
+            )
         self._pending[node.id] = pending
         try:
-            await workflow.execute_activity(
-                REQUEST_INPUT,
-                InputRequest(execution=execution, pending=pending),
-                activity_id=f"{node.id}.{execution.visit}.ask",
-                start_to_close_timeout=policies.node_timeout(node),
-                retry_policy=policies.LIFECYCLE_RETRY,
-                task_queue=node.task_queue,
-                priority=policies.node_priority(node),
+            if carried is None:
+                await workflow.execute_activity(
+                    REQUEST_INPUT,
+                    InputRequest(execution=execution, pending=pending),
+                    activity_id=f"{node.id}.{execution.visit}.ask",
+                    start_to_close_timeout=policies.node_timeout(node),
+                    retry_policy=policies.LIFECYCLE_RETRY,
+                    task_queue=node.task_queue,
+                    priority=policies.node_priority(node),
+                )
+            self._waiting[node.id] = CarriedWait(
+                visit=execution.visit, started_at=execution.started_at, pending=pending
             )
             await workflow.wait_condition(lambda: node.id in self._answers)
         finally:
             self._pending.pop(node.id, None)
+            self._waiting.pop(node.id, None)
         answer, user_input = self._answers.pop(node.id)
         result: NodeOutcome = await workflow.execute_activity(
             ACCEPT_INPUT,
@@ -464,6 +630,8 @@ class GraphRun(WorkstreamHandlers):
             node_reports=list(self._reports),
             output=self._output,
             error=self._error,
+            report_counts=dict(self._report_counts),
+            generation=self._generation,
         )
 
 
@@ -474,6 +642,7 @@ NODE_RUNNERS: dict[RunKind, NodeRunner] = {
     RunKind.AGENT_LOOP: GraphRun._run_agent,
     RunKind.HUMAN_INPUT: GraphRun._ask_human,
     RunKind.WORKSTREAM: GraphRun._run_workstream,
+    RunKind.MAP: GraphRun._run_map,
 }
 """How ``GraphRun`` runs a node, by its type's ``NodeTypeSpec.runs``."""
 

@@ -32,6 +32,7 @@ from enum import Enum
 from typing import Any
 
 from spindle.shared.contracts.graph_spec import EdgeSpec, GraphSpec
+from spindle.shared.contracts.runs import SchedulerSnapshot
 from spindle.shared.graphs.expressions import evaluate, is_truthy
 from spindle.shared.graphs.structure import find_back_edges
 
@@ -119,6 +120,37 @@ class GraphScheduler:
 
     def is_back_edge(self, edge_index: int) -> bool:
         return edge_index in self._back
+
+    # -- continue-as-new -----------------------------------------------------
+
+    def snapshot(self) -> SchedulerSnapshot:
+        """Everything ``restore`` needs to carry on in a new workflow run."""
+        return SchedulerSnapshot(
+            started=self._started,
+            node_states={n: s.value for n, s in self._state.items()},
+            resolved={str(i): r for i, r in self._resolved.items()},
+            visits=dict(self._visits),
+            traversals={str(i): t for i, t in self._traversals.items()},
+        )
+
+    def restore(self, snapshot: SchedulerSnapshot) -> None:
+        """Take over the node/edge states, visits and loop counters of ``snapshot``.
+
+        Raises:
+            ValueError: the snapshot is of another graph (unknown node or edge).
+        """
+        unknown = set(snapshot.node_states) - set(self._nodes)
+        if unknown or any(int(i) not in self._resolved for i in snapshot.resolved):
+            raise ValueError(f"scheduler snapshot does not fit graph {self._spec.name!r}")
+        self._started = snapshot.started
+        for node_id, state in snapshot.node_states.items():
+            self._state[node_id] = NodeState(state)
+        for index, taken in snapshot.resolved.items():
+            self._resolved[int(index)] = taken
+        self._visits.update(snapshot.visits)
+        for index, count in snapshot.traversals.items():
+            if int(index) in self._traversals:
+                self._traversals[int(index)] = count
 
     # -- transitions ---------------------------------------------------------
 

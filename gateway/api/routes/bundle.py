@@ -9,6 +9,9 @@ document has these parts:
 * ``node_reports``: the archived node reports, with their inputs and outputs;
 * ``history``: the Temporal event history as JSON (``temporal history``'s
   format, what ``Replayer`` reads), or null once Temporal no longer keeps it.
+  The identities of the workers and clients that acted on the run and the
+  workers' sticky queues (``pid@hostname``) are blanked: a bundle leaves the
+  servers, their names stay behind.
 
 * ``trace``: the run's NodeMessages (the ``run_trace`` collection), in order,
   each with the ``traceId`` / ``spanId`` of the span that recorded it;
@@ -150,4 +153,22 @@ async def _history(temporal: Client, workflow_id: str) -> dict[str, Any] | None:
         if exc.status == RPCStatusCode.NOT_FOUND:
             return None  # past Temporal's retention: the archive still has the rest
         raise temporal_error(exc) from exc
-    return history.to_json_dict()
+    scrubbed: dict[str, Any] = _without_identities(history.to_json_dict())
+    return scrubbed
+
+
+def _without_identities(node: Any) -> Any:
+    """``node`` with the names of workers and clients emptied (replay does not read them):
+    every ``…identity`` string and the names of sticky task queues (``pid@host-…``)."""
+    if isinstance(node, dict):
+        sticky = node.get("kind") == "TASK_QUEUE_KIND_STICKY"
+        return {
+            key: ""
+            if isinstance(value, str)
+            and (key.lower().endswith("identity") or (sticky and key == "name"))
+            else _without_identities(value)
+            for key, value in node.items()
+        }
+    if isinstance(node, list):
+        return [_without_identities(item) for item in node]
+    return node

@@ -23,11 +23,17 @@ from spindle.gateway.api.deps import (
     BusDep,
     ControllableRunDep,
     IdentityDep,
+    LimitsDep,
     SettingsDep,
     TemporalDep,
 )
 from spindle.gateway.api.models import StartRunResponse
-from spindle.gateway.runs.starter import _record_start, _response, _start
+from spindle.gateway.runs.starter import (
+    _record_start,
+    _response,
+    admit_run_start,
+    start_workflow,
+)
 from spindle.gateway.runs.temporal import new_workflow_id
 from spindle.gateway.runs.temporal_errors import temporal_error
 from spindle.shared.contracts.errors import Conflict, NotFound, ValidationFailed
@@ -55,6 +61,7 @@ FORK_RESPONSES: dict[int | str, dict[str, Any]] = {
         "(problem+json)"
     },
     422: {"description": "from_node is not a node of the run's graph (problem+json)"},
+    429: {"description": "over the tenant's run-start limit; Retry-After (problem+json)"},
     503: {"description": "Temporal or MongoDB unavailable; retry (problem+json)"},
 }
 
@@ -88,8 +95,10 @@ async def fork_run(
     bus: BusDep,
     settings: SettingsDep,
     identity: IdentityDep,
+    limits: LimitsDep,
     base_url: BaseUrlDep,
 ) -> StartRunResponse:
+    permit = await admit_run_start(limits, identity.tenant_id)
     source = await _source_input(temporal, run.workflow_id)
     graph = source.graph
     if body.from_node not in {node.id for node in graph.nodes}:
@@ -127,11 +136,15 @@ async def fork_run(
             "workstream_id": "main",
             "replayed_outputs": reused,
             "fork_of": run.workflow_id,
+            # The source may have continued as new: the fork starts afresh.
+            "carried": None,
         }
     )
     workflow_id = new_workflow_id(identity.tenant_id, None)
     try:
-        handle = await _start(temporal, run_input, workflow_id, settings, idempotent=False)
+        handle = await start_workflow(
+            temporal, run_input, workflow_id, settings, permit, idempotent=False
+        )
     except RPCError as exc:
         raise temporal_error(exc) from exc
     run_id = handle.result_run_id or handle.first_execution_run_id or ""

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Response, status
 
-from spindle.gateway.api.deps import ArchiveDep, CatalogDep, TenantDep
+from spindle.gateway.api.deps import ArchiveDep, CatalogDep, GraphWriterDep, TenantDep
 from spindle.gateway.api.models import GraphList, GraphSummary
 from spindle.shared.contracts.errors import GraphInvalid, NotFound
 from spindle.shared.contracts.graph_spec import GraphSpec, graph_json_schema
@@ -61,6 +61,7 @@ async def get_graph(name: str, archive: ArchiveDep, tenant: TenantDep) -> GraphS
     summary="Register or replace a graph (validated first; 201 when new)",
     responses={
         201: {"description": "registered", "model": GraphSpec},
+        403: {"description": "the caller has no role in graph_write_roles (problem+json)"},
         422: {"description": "invalid graph, naming the node and the rule (problem+json)"},
     },
 )
@@ -74,7 +75,7 @@ async def put_graph(
     response: Response,
     archive: ArchiveDep,
     catalog: CatalogDep,
-    tenant: TenantDep,
+    tenant: GraphWriterDep,
 ) -> GraphSpec:
     document = dict(spec_body)
     document.setdefault("name", name)

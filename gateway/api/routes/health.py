@@ -1,4 +1,9 @@
-"""Liveness and readiness probes."""
+"""Liveness and readiness probes.
+
+``/readyz`` is public (orchestrators probe it without credentials) so it tells
+anonymous callers only whether the gateway is ready; the per-dependency checks,
+whose details name addresses and errors, go to authenticated callers only.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,13 @@ from datetime import timedelta
 
 from fastapi import APIRouter, Response
 
-from spindle.gateway.api.deps import ArchiveDep, BusDep, SettingsDep, TemporalDep
+from spindle.gateway.api.deps import (
+    ArchiveDep,
+    BusDep,
+    OptionalIdentityDep,
+    SettingsDep,
+    TemporalDep,
+)
 from spindle.gateway.api.models import CheckResult, HealthStatus, ReadyStatus
 
 router = APIRouter(tags=["health"])
@@ -25,15 +36,17 @@ async def healthz() -> HealthStatus:
 @router.get(
     "/readyz",
     response_model=ReadyStatus,
-    summary="Temporal, Redis and MongoDB answer",
+    summary="Temporal, Redis and MongoDB answer (the checks: authenticated callers only)",
     responses={503: {"model": ReadyStatus, "description": "a dependency is down"}},
 )
 async def readyz(
     response: Response,
+    *,
     temporal: TemporalDep,
     bus: BusDep,
     archive: ArchiveDep,
     settings: SettingsDep,
+    identity: OptionalIdentityDep,
 ) -> ReadyStatus:
     async def temporal_ok() -> bool:
         return await temporal.service_client.check_health(timeout=timedelta(seconds=READY_TIMEOUT))
@@ -47,7 +60,7 @@ async def readyz(
     results = await asyncio.gather(*(_check(fn) for fn in checks.values()))
     status = ReadyStatus(
         status="ready" if all(r.ok for r in results) else "unavailable",
-        checks=dict(zip(checks, results, strict=True)),
+        checks=dict(zip(checks, results, strict=True)) if identity is not None else {},
     )
     if status.status != "ready":
         response.status_code = 503

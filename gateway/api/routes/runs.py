@@ -31,7 +31,7 @@ from spindle.gateway.api.models import (
 )
 from spindle.gateway.protocols.jsonrpc.task_execution import settle_terminated_run
 from spindle.gateway.runs.lookup import archived_run, describe_run, not_found
-from spindle.gateway.runs.starter import start_run
+from spindle.gateway.runs.starter import admit_run_start, start_run
 from spindle.gateway.runs.temporal import RPC_TIMEOUT, describe_workflow, is_open, run_status_of
 from spindle.gateway.runs.temporal_errors import temporal_error
 from spindle.shared.contracts.errors import Conflict
@@ -84,9 +84,10 @@ async def create_run(
         ),
     ] = None,
 ) -> StartRunResponse:
-    await limits.check_run_start(identity.tenant_id)
+    permit = await admit_run_start(limits, identity.tenant_id)
     started, is_new = await start_run(
         body,
+        permit=permit,
         tenant_id=identity.tenant_id,
         user_id=identity.user_id,
         idempotency_key=idempotency_key,

@@ -13,10 +13,12 @@ from spindle.gateway.api.deps import (
     ArchiveDep,
     CatalogDep,
     IdentityDep,
+    LimitsDep,
     SettingsDep,
     TemporalDep,
 )
 from spindle.gateway.runs.catalog_cache import CatalogCache
+from spindle.gateway.runs.starter import admit_run_start
 from spindle.gateway.schedules.models import (
     SCHEDULE_ID_PATTERN,
     BackfillRequest,
@@ -39,6 +41,7 @@ PROBLEMS: dict[int | str, dict[str, Any]] = {
     401: {"description": "missing or invalid credentials (problem+json)"},
     404: {"description": "unknown schedule (or another tenant's) or graph (problem+json)"},
     409: {"description": "a schedule of that id exists (problem+json)"},
+    429: {"description": "trigger/backfill over the tenant's run-start limit (problem+json)"},
     422: {"description": "invalid field, graph or input, naming the field (problem+json)"},
     503: {"description": "Temporal unavailable; retry (problem+json)"},
 }
@@ -201,8 +204,13 @@ async def unpause_schedule(
     responses=PROBLEMS,
 )
 async def trigger_schedule(
-    schedule: OwnedScheduleDep, body: Annotated[TriggerRequest | None, Body()] = None
+    schedule: OwnedScheduleDep,
+    identity: IdentityDep,
+    limits: LimitsDep,
+    body: Annotated[TriggerRequest | None, Body()] = None,
 ) -> ScheduleAccepted:
+    # A start the caller asks for now: counted like POST /runs (docs/schedules.md).
+    await admit_run_start(limits, identity.tenant_id)
     await schedule.service.trigger(schedule.id, body.overlap if body else None)
     return ScheduleAccepted(schedule_id=schedule.id, message="a run is being started")
 

@@ -13,6 +13,7 @@ import logging
 import uuid
 from typing import Annotated, Any
 
+import orjson
 from fastapi import APIRouter, Body
 
 from spindle.gateway.api.deps import (
@@ -20,6 +21,7 @@ from spindle.gateway.api.deps import (
     ControllableRunDep,
     IdentityDep,
     LimitsDep,
+    SettingsDep,
     TemporalDep,
 )
 from spindle.gateway.runs.updates import execute_run_update
@@ -58,7 +60,15 @@ async def deliver_signal(
     identity: Identity,
     temporal: TemporalDep,
     archive: ArchiveDep,
+    max_answer_bytes: int,
 ) -> SignalAck:
+    """Deliver ``body`` as the ``name`` update (only ``UserInput``), for REST and A2A.
+
+    Raises:
+        SpindleError: an unknown signal (404), an answer over ``max_answer_bytes``
+            or refused by the prompt (422; the run keeps waiting), and what
+            ``execute_run_update`` raises.
+    """
     if name not in SUPPORTED_SIGNALS:
         raise NotFound(
             f"unknown signal '{name}'; supported: {', '.join(SUPPORTED_SIGNALS)}",
@@ -66,6 +76,7 @@ async def deliver_signal(
         )
     # The answer carries who gave it, as authenticated: never what the body claims.
     user_input = (body or UserInput()).model_copy(update={"user_id": identity.user_id})
+    _check_answer_size(user_input, max_answer_bytes)
     # A retried answer reuses its client_message_id, so its update id: no double answer.
     update_id = (
         f"input-{user_input.client_message_id}"
@@ -100,11 +111,18 @@ async def signal_run(
     limits: LimitsDep,
     temporal: TemporalDep,
     archive: ArchiveDep,
+    settings: SettingsDep,
     body: Annotated[UserInput | None, Body()] = None,
 ) -> SignalAck:
     await limits.check_signal(identity.tenant_id)
     return await deliver_signal(
-        workflow_id, name, body, identity=identity, temporal=temporal, archive=archive
+        workflow_id,
+        name,
+        body,
+        identity=identity,
+        temporal=temporal,
+        archive=archive,
+        max_answer_bytes=settings.max_answer_bytes,
     )
 
 
@@ -123,12 +141,39 @@ async def signal_workflow(
     limits: LimitsDep,
     temporal: TemporalDep,
     archive: ArchiveDep,
+    settings: SettingsDep,
     body: Annotated[UserInput | None, Body()] = None,
 ) -> SignalAck:
     await limits.check_signal(identity.tenant_id)
     return await deliver_signal(
-        workflow_id, name, body, identity=identity, temporal=temporal, archive=archive
+        workflow_id,
+        name,
+        body,
+        identity=identity,
+        temporal=temporal,
+        archive=archive,
+        max_answer_bytes=settings.max_answer_bytes,
     )
+
+
+def _check_answer_size(user_input: UserInput, limit: int) -> None:
+    """Refuse an answer whose data and message pass ``limit`` bytes (as JSON).
+
+    Checked here, before the update: the run's history would keep every byte.
+    """
+    size = len(orjson.dumps(user_input.data)) if user_input.data is not None else 0
+    size += len((user_input.message or "").encode())
+    if size > limit:
+        raise InputInvalid(
+            f"the answer is {size} bytes; the limit is {limit} bytes (SPINDLE_MAX_ANSWER_BYTES)",
+            errors=[
+                {
+                    "field": "data" if user_input.data is not None else "message",
+                    "rule": "max_bytes",
+                    "message": f"at most {limit} bytes of data and message together",
+                }
+            ],
+        )
 
 
 def _update_failure(workflow_id: str, cause: BaseException) -> SpindleError:

@@ -18,6 +18,11 @@ Unauthenticated calls: a single request gets HTTP 401 (``WWW-Authenticate:
 Bearer``), as the A2A specification asks of HTTP bindings, with a JSON-RPC
 error body (-32600, ``data.reason = "UNAUTHENTICATED"``: A2A defines no
 JSON-RPC code for it); a batch member gets that error object.
+
+Streaming methods (message/stream, tasks/resubscribe and their v1.0 names) take
+one of the tenant's stream slots (``max_streams_per_tenant``) before the SDK
+runs them, held until the stream ends; over the cap the answer is HTTP 429 with
+``Retry-After`` and a JSON-RPC error (-32600, ``data.reason = "RATE_LIMITED"``).
 """
 
 from __future__ import annotations
@@ -35,9 +40,11 @@ from starlette.responses import Response
 from starlette.types import Message, Scope
 
 from spindle.gateway.api.deps import base_url
+from spindle.gateway.limits.tenant_limits import TenantLimits
 from spindle.gateway.protocols.a2a.request_handler import SpindleRequestHandler
 from spindle.gateway.protocols.a2a.spindle_call import CALL_KEY, SpindleCall
 from spindle.gateway.protocols.jsonrpc.registry import set_a2a_bridge
+from spindle.shared.contracts.errors import RateLimited, Unavailable
 from spindle.shared.contracts.identity import Identity
 
 log = logging.getLogger(__name__)
@@ -171,7 +178,42 @@ class A2ABridge:
                 _sub_request(request, as_notification(payload), identity)
             )
             return Response(status_code=204)
+        if payload.get("method") in STREAMING_METHODS:
+            return await self._stream(request, payload, identity)
         return await self.dispatcher.handle_requests(_sub_request(request, payload, identity))
+
+    async def _stream(
+        self, request: Request, payload: dict[str, Any], identity: Identity
+    ) -> Response:
+        """A streaming method, served under one of the tenant's stream slots."""
+        limits: TenantLimits = request.app.state.limits
+        try:
+            lease = await limits.open_stream(identity.tenant_id)
+        except (RateLimited, Unavailable) as exc:
+            error = {
+                "jsonrpc": "2.0",
+                "id": _rpc_id(payload),
+                "error": {
+                    "code": INVALID_REQUEST,
+                    "message": exc.detail,
+                    "data": {
+                        "reason": "RATE_LIMITED" if isinstance(exc, RateLimited) else "UNAVAILABLE"
+                    },
+                },
+            }
+            headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else {}
+            return Response(
+                orjson.dumps(error),
+                status_code=exc.status,
+                media_type="application/json",
+                headers=headers,
+            )
+        try:
+            answer = await self.dispatcher.handle_requests(_sub_request(request, payload, identity))
+        except BaseException:
+            await lease.release()
+            raise
+        return limits.holding(answer, lease)
 
     async def handle_in_batch(
         self,

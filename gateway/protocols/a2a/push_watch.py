@@ -62,9 +62,11 @@ from spindle.gateway.protocols.a2a.task_mapping import (
     progress_event,
 )
 from spindle.gateway.streams.history import stored_messages
+from spindle.shared.contracts.errors import OutboundRefused
 from spindle.shared.contracts.identity import Identity
 from spindle.shared.contracts.messages import CompactMessage
 from spindle.shared.platform.background_loop import BackgroundLoop
+from spindle.shared.platform.outbound import OutboundPolicy, loggable_url
 from spindle.shared.tasks.push import CONFIG_TTL_SECONDS, PushConfig, PushJob, PushOutbox
 
 if TYPE_CHECKING:
@@ -112,7 +114,7 @@ def queue_root(task_id: str, config_id: str) -> str:
     return f"a2a:{task_id}:{config_id}"
 
 
-def delivery_config(config: TaskPushNotificationConfig) -> PushConfig:
+def delivery_config(config: TaskPushNotificationConfig, tenant_id: str | None = None) -> PushConfig:
     """Where and how to POST, with the headers the A2A specification names."""
     headers: dict[str, str] = {}
     if config.token:
@@ -120,21 +122,32 @@ def delivery_config(config: TaskPushNotificationConfig) -> PushConfig:
     auth = config.authentication
     if config.HasField("authentication") and auth.scheme and auth.credentials:
         headers["Authorization"] = f"{auth.scheme} {auth.credentials}"
-    return PushConfig(url=config.url, headers=headers)
+    return PushConfig(url=config.url, headers=headers, tenant_id=tenant_id)
 
 
-def validated(config: TaskPushNotificationConfig, task_id: str) -> TaskPushNotificationConfig:
+def validated(
+    config: TaskPushNotificationConfig, task_id: str, policy: OutboundPolicy | None = None
+) -> TaskPushNotificationConfig:
     """The config to store: an http(s) URL, the task id set, an id (default: the task id).
 
+    With ``policy``, the URL must also pass what the outbound policy judges
+    without DNS (``checked_url`` adds the resolution).
+
     Raises:
-        InvalidParamsError: the URL is not an absolute http or https URL.
+        InvalidParamsError: the URL is not an absolute http or https URL, or the
+            policy refuses it (the error names the problem).
     """
     url = urlparse(config.url)
     if url.scheme not in ("http", "https") or not url.netloc:
         raise InvalidParamsError(
-            message=f"push notification url '{config.url}' is not an http(s) URL",
+            message=f"push notification url '{loggable_url(config.url)}' is not an http(s) URL",
             data={"field": "url", "reason": "must be an absolute http or https URL"},
         )
+    if policy is not None:
+        try:
+            policy.check_url(config.url)
+        except OutboundRefused as exc:
+            raise _invalid_url(exc) from exc
     stored = TaskPushNotificationConfig()
     stored.CopyFrom(config)
     stored.task_id = task_id
@@ -142,6 +155,23 @@ def validated(config: TaskPushNotificationConfig, task_id: str) -> TaskPushNotif
     if not stored.id:
         stored.id = task_id
     return stored
+
+
+async def checked_url(config: TaskPushNotificationConfig, policy: OutboundPolicy) -> None:
+    """Resolve the config's host and check every address (after ``validated``).
+
+    Raises:
+        InvalidParamsError: the policy refuses an address the host resolves to now.
+    """
+    try:
+        await policy.check_registration(config.url)
+    except OutboundRefused as exc:
+        raise _invalid_url(exc) from exc
+
+
+def _invalid_url(exc: OutboundRefused) -> InvalidParamsError:
+    reason = (exc.errors[0].get("reason") if exc.errors else None) or exc.detail
+    return InvalidParamsError(message=exc.detail, data={"field": "url", "reason": reason})
 
 
 def push_body(event: Event, protocol: str = PROTOCOL_1_0) -> dict[str, Any]:
@@ -195,7 +225,7 @@ class PushConfigStore:
             "config": MessageToDict(config),
             "protocol": protocol,
         }
-        await self.outbox.configure(root, delivery_config(config))
+        await self.outbox.configure(root, delivery_config(config, identity.tenant_id))
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.hset(configs_key(task_id), config.id, orjson.dumps(entry))
             pipe.expire(configs_key(task_id), CONFIG_TTL_SECONDS)

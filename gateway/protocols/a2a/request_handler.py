@@ -61,7 +61,12 @@ from a2a.utils.errors import (
 )
 from temporalio.service import RPCError
 
-from spindle.gateway.protocols.a2a.push_watch import PushConfigStore, protocol_of, validated
+from spindle.gateway.protocols.a2a.push_watch import (
+    PushConfigStore,
+    checked_url,
+    protocol_of,
+    validated,
+)
 from spindle.gateway.protocols.a2a.run_events import run_events, send_events
 from spindle.gateway.protocols.a2a.spindle_call import (
     CLOSE_WAIT,
@@ -82,6 +87,7 @@ from spindle.gateway.runs.access import RunAction
 from spindle.gateway.runs.temporal import RPC_TIMEOUT, describe_workflow, is_open
 from spindle.gateway.runs.temporal_errors import temporal_error
 from spindle.shared.contracts.errors import SpindleError
+from spindle.shared.platform.outbound import outbound_policy
 
 log = logging.getLogger(__name__)
 
@@ -189,13 +195,15 @@ class SpindleRequestHandler(RequestHandler):
     ) -> TaskPushNotificationConfig:
         call = call_of(context)
         owner = await authorize(call, params.task_id, RunAction.CONTROL)
-        config = validated(params, params.task_id)
+        policy = outbound_policy(call.state.settings)
+        config = validated(params, params.task_id, policy)
+        await checked_url(config, policy)
         cursor = await call.state.bus.last_seq(params.task_id)  # read first: no gap
         snapshot = task_from_run(await describe(call, params.task_id), owner.user_id)
         await _push_store(call).put(
             call.identity, config, snapshot=snapshot, cursor=cursor, protocol=protocol_of(context)
         )
-        return config
+        return masked(config)
 
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
@@ -208,7 +216,7 @@ class SpindleRequestHandler(RequestHandler):
                 message=f"task '{params.task_id}' has no push notification config "
                 f"'{params.id or params.task_id}'"
             )
-        return config
+        return masked(config)
 
     async def on_list_task_push_notification_configs(
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
@@ -216,7 +224,7 @@ class SpindleRequestHandler(RequestHandler):
         call = call_of(context)
         await authorize(call, params.task_id, RunAction.READ)
         configs = await _push_store(call).list(params.task_id)
-        return ListTaskPushNotificationConfigsResponse(configs=configs)
+        return ListTaskPushNotificationConfigsResponse(configs=[masked(c) for c in configs])
 
     async def on_delete_task_push_notification_config(
         self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
@@ -245,6 +253,11 @@ async def _with_inline_push(
 ) -> AsyncGenerator[Event, None]:
     """``events``, storing the request's inline push config once the task is known."""
     inline = params.configuration.HasField("task_push_notification_config")
+    if inline:
+        # Refused before the run starts (``events`` has not run yet).
+        policy = outbound_policy(call.state.settings)
+        requested = params.configuration.task_push_notification_config
+        await checked_url(validated(requested, requested.task_id, policy), policy)
     answered = params.message.task_id
     # An answer resumes a run that already has messages: follow from before the answer.
     cursor = await call.state.bus.last_seq(answered) if inline and answered else 0
@@ -271,3 +284,23 @@ def _apply(task: Task | None, event: Event) -> Task | None:
     elif isinstance(event, TaskArtifactUpdateEvent):
         task.artifacts.append(event.artifact)
     return task
+
+
+# Shown in place of a stored secret: push tokens and credentials are write-only.
+MASK = "********"
+
+
+def masked(config: TaskPushNotificationConfig) -> TaskPushNotificationConfig:
+    """``config`` as a caller may see it: the token and credentials replaced by ``MASK``.
+
+    Anyone who may read a task may read its push configs, but the token and
+    credentials let their holder post to (or as) the receiver: they are never
+    returned once stored, not even to the user who set them.
+    """
+    shown = TaskPushNotificationConfig()
+    shown.CopyFrom(config)
+    if shown.token:
+        shown.token = MASK
+    if shown.HasField("authentication") and shown.authentication.credentials:
+        shown.authentication.credentials = MASK
+    return shown

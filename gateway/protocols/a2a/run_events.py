@@ -50,7 +50,7 @@ from spindle.gateway.protocols.a2a.task_mapping import (
     user_answer,
 )
 from spindle.gateway.runs.access import RunAction
-from spindle.gateway.runs.starter import resolve_graph, start_run
+from spindle.gateway.runs.starter import admit_run_start, resolve_graph, start_run
 from spindle.shared.contracts.errors import Conflict, NotFound, SpindleError, ValidationFailed
 from spindle.shared.contracts.messages import CompactMessage
 from spindle.shared.contracts.runs import USER_INPUT_UPDATE, RunStatus
@@ -84,11 +84,12 @@ async def _start(
     identity = call.identity
     graph = _graph_of(message, params)
     try:
-        await state.limits.check_run_start(identity.tenant_id)
+        permit = await admit_run_start(state.limits, identity.tenant_id)
         spec = await resolve_graph(StartRunRequest(graph=graph), state.archive, identity.tenant_id)
         body = StartRunRequest(graph=graph, input=run_input(message, spec.input_schema))
         started, _ = await start_run(
             body,
+            permit=permit,
             tenant_id=identity.tenant_id,
             user_id=identity.user_id,
             idempotency_key=None,
@@ -132,6 +133,7 @@ async def _answer(call: SpindleCall, message: Message) -> AsyncGenerator[Event, 
                 identity=call.identity,
                 temporal=call.state.temporal,
                 archive=call.state.archive,
+                max_answer_bytes=call.state.settings.max_answer_bytes,
             )
         except NotFound as exc:
             raise TaskNotFoundError(message=f"task '{task_id}' was not found") from exc

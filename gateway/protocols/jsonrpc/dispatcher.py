@@ -6,7 +6,8 @@ are answered with seed 003's codes; every other method goes to the A2A bridge
 no bridge is installed. JSON-RPC errors are answered with HTTP 200 (a batch may
 mix successes and failures, so the HTTP status cannot describe one call);
 an unauthenticated ``tasks.*`` call gets -32004 in that body. A body of only
-notifications is answered with HTTP 204 and no body.
+notifications is answered with HTTP 204 and no body. A batch longer than the
+``jsonrpc_max_batch`` setting is refused whole (-32600) before any member runs.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pymongo.errors import ConnectionFailure
 from starlette.requests import Request
 from starlette.responses import Response
 
+from spindle.gateway.api.deps import authenticate
 from spindle.gateway.protocols.jsonrpc import registry
 from spindle.gateway.protocols.jsonrpc.protocol import (
     INTERNAL_ERROR,
@@ -48,15 +50,13 @@ def json_response(body: Any) -> Response:
 async def caller(request: Request) -> Identity | None:
     """The authenticated caller, or None when the credentials are missing or bad.
 
-    Stream tokens only read one run's stream: they do not call methods.
+    Stream tokens only read one run's stream: they do not call methods
+    (``deps.authenticate`` refuses them here with ``Forbidden``, an ``Unauthorized``).
     """
     try:
-        identity: Identity = await request.app.state.authenticator.authenticate(request)
+        return await authenticate(request)
     except Unauthorized:
         return None
-    if identity.run_scope is not None:
-        return None
-    return identity
 
 
 async def answer(request: Request) -> Response:
@@ -64,6 +64,13 @@ async def answer(request: Request) -> Response:
     parsed = parse_body(await request.body())
     if parsed.error is not None:
         return json_response(parsed.error)
+    cap = request.app.state.settings.jsonrpc_max_batch
+    if parsed.batch and len(parsed.members) > cap:
+        reason = (
+            f"a batch holds at most {cap} requests (jsonrpc_max_batch); "
+            f"this one has {len(parsed.members)}: send it in smaller batches"
+        )
+        return json_response(error_response(None, INVALID_REQUEST, data={"reason": reason}))
     identity = await caller(request)
     if not parsed.batch:
         member = parsed.members[0]

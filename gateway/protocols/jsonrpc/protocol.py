@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from spindle.gateway.http.body_limit import json_body_problem
 from spindle.shared.contracts.errors import SpindleError, ValidationFailed
 
 PARSE_ERROR = -32700
@@ -153,6 +154,15 @@ def parse_body(body: bytes) -> Parsed:
         document = orjson.loads(body)
     except orjson.JSONDecodeError:
         return Parsed([], batch=False, error=error_response(None, PARSE_ERROR))
+    # The body-shape check (depth, 64-bit integers, NUL keys) the REST routes get in
+    # middleware; here its answer is a JSON-RPC error (-32600 or -32602), not a problem.
+    problem = json_body_problem(body)
+    if problem is not None:
+        raw_id = document.get("id") if isinstance(document, dict) else None
+        request_id = raw_id if _valid_id(raw_id) else None
+        return Parsed(
+            [], batch=isinstance(document, list), error=error_from_exception(request_id, problem)
+        )
     if isinstance(document, list):
         if not document:
             return Parsed(

@@ -33,6 +33,7 @@ from temporalio.service import RPCError
 
 from spindle.gateway.api.deps import base_url
 from spindle.gateway.api.models import StartRunRequest
+from spindle.gateway.limits.tenant_limits import StreamLease
 from spindle.gateway.protocols.jsonrpc.registry import (
     TASK_METHODS,
     RpcContext,
@@ -43,13 +44,20 @@ from spindle.gateway.protocols.jsonrpc.registry import (
 from spindle.gateway.protocols.jsonrpc.task_event_stream import task_event_frames
 from spindle.gateway.protocols.jsonrpc.task_params import invalid, require_uuid
 from spindle.gateway.protocols.jsonrpc.task_rules import require_control
-from spindle.gateway.runs.starter import start_run
+from spindle.gateway.runs.starter import admit_run_start, start_run
 from spindle.gateway.runs.temporal import new_workflow_id
 from spindle.shared.contracts.errors import Conflict, NotFound
 from spindle.shared.contracts.tasks import TERMINAL_STATUSES, Task, is_uuid
-from spindle.shared.graphs.task_tree import TASK_RUN_META, TaskRunMeta, build_task_graph, node_id_of
+from spindle.shared.graphs.task_tree import (
+    TASK_RUN_META,
+    TaskGraph,
+    TaskRunMeta,
+    build_task_graph,
+    node_id_of,
+)
+from spindle.shared.platform.outbound import outbound_policy
 from spindle.shared.tasks.events import TaskEventLog, status_event
-from spindle.shared.tasks.push import PushOutbox, push_config_of
+from spindle.shared.tasks.push import PushConfig, PushOutbox, checked_push_config
 from spindle.shared.tasks.store import TaskStore
 from spindle.shared.tasks.tracking import TaskTracker
 
@@ -118,14 +126,36 @@ async def execute(params: dict[str, Any], ctx: RpcContext) -> Any:
     """Validate a task tree and run it as one graph run (see the module docstring)."""
     store = await task_store(ctx)
     streaming = wants_stream(params, ctx.envelope) and not ctx.in_batch
-    push = push_config_of(ctx.envelope, params)
+    # Refused here, before anything is claimed, when the URL is not allowed.
+    push = await checked_push_config(ctx.envelope, params, outbound_policy(ctx.state.settings))
     root_id, tasks = await _tasks_to_run(store, params, ctx)
     tenant = ctx.identity.tenant_id
     root = next(t for t in tasks if t.id == root_id)
     require_control(ctx, root)
     _check_runnable(tasks)
     graph = build_task_graph(tasks, await ctx.state.catalog.get(), root_task_id=root_id)
+    # Both limits are taken before the tree is claimed: a refusal leaves it untouched.
+    lease = await ctx.state.limits.open_stream(tenant) if streaming else None
+    try:
+        return await _execute(ctx, store, tasks, root_id, graph=graph, push=push, lease=lease)
+    except BaseException:
+        if lease is not None:
+            await lease.release()
+        raise
 
+
+async def _execute(
+    ctx: RpcContext,
+    store: TaskStore,
+    tasks: list[Task],
+    root_id: str,
+    *,
+    graph: TaskGraph,
+    push: PushConfig | None,
+    lease: StreamLease | None,
+) -> Any:
+    tenant = ctx.identity.tenant_id
+    permit = await admit_run_start(ctx.state.limits, tenant)
     # A fresh key fixes the workflow id before the start, so every task names
     # its run before any node of it can finish.
     start_key = f"tasks.execute:{root_id}:{uuid.uuid4().hex}"
@@ -133,7 +163,8 @@ async def execute(params: dict[str, Any], ctx: RpcContext) -> Any:
     await _claim(store, tenant, root_id, [t.id for t in tasks if t.id != root_id], workflow_id)
     tracker = _tracker(ctx, store)
     if push is not None:
-        await PushOutbox(ctx.state.bus.redis).configure(root_id, push)
+        configured = push.model_copy(update={"tenant_id": tenant})
+        await PushOutbox(ctx.state.bus.redis).configure(root_id, configured)
     await tracker.publish(
         status_event(task_id=root_id, root_task_id=root_id, status="in_progress", progress=0.0)
     )
@@ -145,6 +176,7 @@ async def execute(params: dict[str, Any], ctx: RpcContext) -> Any:
     try:
         started, _ = await start_run(
             request,
+            permit=permit,
             tenant_id=tenant,
             user_id=ctx.identity.user_id,
             idempotency_key=start_key,
@@ -165,19 +197,18 @@ async def execute(params: dict[str, Any], ctx: RpcContext) -> Any:
         "run_id": started.run_id,
         "task_ids": graph.meta.task_ids,
     }
-    if streaming:
-        return StreamingResult(
-            StreamingResponse(
-                task_event_frames(
-                    ctx.state.hub,
-                    TaskEventLog(ctx.state.bus.redis),
-                    root_id,
-                    float(ctx.state.settings.sse_keepalive_seconds),
-                ),
-                media_type="text/event-stream",
-                headers=SSE_HEADERS,
-            )
+    if lease is not None:
+        frames = StreamingResponse(
+            task_event_frames(
+                ctx.state.hub,
+                TaskEventLog(ctx.state.bus.redis),
+                root_id,
+                float(ctx.state.settings.sse_keepalive_seconds),
+            ),
+            media_type="text/event-stream",
+            headers=SSE_HEADERS,
         )
+        return StreamingResult(ctx.state.limits.holding(frames, lease))
     return body
 
 

@@ -104,8 +104,8 @@ async def create(params: dict[str, Any], ctx: RpcContext) -> dict[str, Any]:
     linked = draft.parent_id is not None or bool(dependencies)
     async with _graph_lock(store, tenant, linked):
         if draft.parent_id is not None:
-            await check_parent(store, tenant, None, draft.parent_id, "parent_id")
-        await check_references_exist(store, tenant, task.dependency_ids(), "dependencies")
+            await check_parent(store, tenant, None, draft.parent_id, "parent_id", ctx=ctx)
+        await check_references_exist(store, tenant, task.dependency_ids(), "dependencies", ctx=ctx)
         stored = await store.insert(task)
     return {"id": stored.id, "status": stored.status}
 
@@ -178,8 +178,8 @@ async def _create_tree(params: dict[str, Any], ctx: RpcContext, store: TaskStore
             )
     async with store.graph_lock(tenant):
         for parent_id, field in external_parents:
-            await check_parent(store, tenant, None, parent_id, field)
-        await check_references_exist(store, tenant, sorted(external), "dependencies")
+            await check_parent(store, tenant, None, parent_id, field, ctx=ctx)
+        await check_references_exist(store, tenant, sorted(external), "dependencies", ctx=ctx)
         stored = await store.insert_many(tasks)
     reverse = {new: ref for ref, new in refs.items()}
     roots = [t for t in stored if t.parent_id is None or t.parent_id not in set(ids)]
@@ -251,10 +251,14 @@ async def update(params: dict[str, Any], ctx: RpcContext) -> dict[str, Any]:
             if "user_id" in keys and not may_control(ctx, fields["user_id"]):
                 raise Forbidden("updates.user_id: only an admin may give a task to another user")
             if "dependencies" in keys:
-                await check_references_exist(store, tenant, dependencies, "updates.dependencies")
+                await check_references_exist(
+                    store, tenant, dependencies, "updates.dependencies", ctx=ctx
+                )
                 await check_dependencies_acyclic(store, tenant, task.id, dependencies)
             if fields.get("parent_id") is not None:
-                await check_parent(store, tenant, task.id, fields["parent_id"], "updates.parent_id")
+                await check_parent(
+                    store, tenant, task.id, fields["parent_id"], "updates.parent_id", ctx=ctx
+                )
             updated = await store.update_guarded(
                 tenant, task.id, version=task.version, fields=fields
             )

@@ -116,18 +116,40 @@ async def check_dependencies_acyclic(
         frontier = list(dict.fromkeys(following))
 
 
+def require_link(ctx: RpcContext, task: Task, field: str) -> None:
+    """Refuse linking to another user's task unless the caller controls it (-32004).
+
+    A child or a dependency joins the run of the task it links to: cancelling
+    or failing it would end that run, so the link needs the right to control it.
+    """
+    if not may_control(ctx, task.user_id):
+        raise Forbidden(
+            f"{field}: task {task.id} belongs to another user; only its owner or a user "
+            "with a run-control role may link tasks to it"
+        )
+
+
 async def check_parent(
-    store: TaskStore, tenant_id: str, task_id: str | None, parent_id: str, field: str
+    store: TaskStore,
+    tenant_id: str,
+    task_id: str | None,
+    parent_id: str,
+    field: str,
+    *,
+    ctx: RpcContext,
 ) -> Task:
-    """The parent task, if it exists in the tenant and is not ``task_id`` or below it.
+    """The parent task, if it exists in the tenant, is not ``task_id`` or below
+    it, and the caller may control it.
 
     Raises:
         ValidationFailed: the parent does not exist (-32602).
+        Forbidden: the parent is another user's and the caller does not control it.
         CircularDependency: the parent is the task itself or one of its descendants.
     """
     parent = await store.find(tenant_id, parent_id)
     if parent is None:
         raise invalid(field, f"parent task {parent_id} not found")
+    require_link(ctx, parent, field)
     if task_id is None:
         return parent
     ancestor: Task | None = parent
@@ -148,10 +170,12 @@ async def check_parent(
 
 
 async def check_references_exist(
-    store: TaskStore, tenant_id: str, dependency_ids: list[str], field: str
+    store: TaskStore, tenant_id: str, dependency_ids: list[str], field: str, *, ctx: RpcContext
 ) -> None:
-    """Refuse dependencies on tasks the tenant does not have (-32602)."""
+    """Refuse dependencies on tasks the tenant does not have (-32602), or on
+    another user's tasks the caller does not control (-32004)."""
     found = await store.find_many(tenant_id, dependency_ids)
     for index, dep in enumerate(dependency_ids):
         if dep not in found:
             raise invalid(f"{field}[{index}].id", f"task {dep} not found")
+        require_link(ctx, found[dep], f"{field}[{index}].id")

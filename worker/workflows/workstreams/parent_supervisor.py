@@ -24,6 +24,7 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from spindle.shared.contracts.errors import (
+        Conflict,
         RunFinishing,
         SpindleError,
         UnknownWorkstream,
@@ -62,6 +63,10 @@ with workflow.unsafe.imports_passed_through():
 
 SteerOrigin = Literal["user", "agent"]
 
+#: Live workstreams per run when the run's input names no limit (runs started
+#: before the limit existed); the same as the ``max_live_workstreams`` default.
+DEFAULT_MAX_LIVE_WORKSTREAMS = 32
+
 
 def _refusal(error: SpindleError) -> ApplicationError:
     return to_application_error(error)
@@ -73,15 +78,32 @@ class WorkstreamSupervisor:
     Args:
         run: the parent run; its messages go to its stream as ``main``.
         user_id: who started the parent (passed on to its children).
+        max_live: workstreams that may run at once (from the run's input, so a
+            replay sees the limit the run started with).
     """
 
-    def __init__(self, run: RunRef, *, user_id: str | None) -> None:
+    def __init__(self, run: RunRef, *, user_id: str | None, max_live: int | None = None) -> None:
         self._run = run
         self._user_id = user_id
+        self._max_live = max_live or DEFAULT_MAX_LIVE_WORKSTREAMS
         self._children: dict[str, SupervisedChild] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._counts = {"ws": 0, "s": 0, "m": 0}
         self._closing = False
+
+    @property
+    def settled(self) -> bool:
+        """No child is running (a run may then continue as new without them)."""
+        return all(c.settled for c in self._children.values())
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Ids handed out so far, by prefix; a continued run goes on from them."""
+        return dict(self._counts)
+
+    def restore_counts(self, counts: dict[str, int]) -> None:
+        """Carry on numbering launches where the previous generation stopped."""
+        self._counts.update({k: v for k, v in counts.items() if k in self._counts})
 
     def _next_id(self, prefix: str) -> str:
         self._counts[prefix] += 1
@@ -90,9 +112,21 @@ class WorkstreamSupervisor:
     # -- checks: the update validators (and the tools) refuse with these --------------
 
     def check_launch(self) -> None:
-        """Raises ``RunFinishing`` once the run is ending."""
+        """Raises ``RunFinishing`` once the run is ending, ``Conflict`` at the live limit.
+
+        A refusal reaches the agent's tool or the update's caller; the run goes on.
+        """
         if self._closing:
             raise _refusal(RunFinishing("the run is finishing: it launches no more workstreams"))
+        live = sum(1 for child in self._children.values() if not child.state.finished)
+        if live >= self._max_live:
+            raise _refusal(
+                Conflict(
+                    f"the run already has {live} live workstreams, its maximum "
+                    "(max_live_workstreams): wait for one to end, or close one, then launch",
+                    context={"live": live, "max_live_workstreams": self._max_live},
+                )
+            )
 
     def known(self, launch_id: str) -> SupervisedChild:
         """The workstream ``launch_id``; raises ``UnknownWorkstream``."""
