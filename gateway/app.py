@@ -34,6 +34,7 @@ from spindle.gateway.api.routes import (
 )
 from spindle.gateway.api.routes import jsonrpc as jsonrpc_routes
 from spindle.gateway.api.routes import metrics as metrics_routes
+from spindle.gateway.api.routes import schedules as schedule_routes
 from spindle.gateway.auth.authenticator import Authenticator
 from spindle.gateway.auth.throttle import AuthFailureThrottle
 from spindle.gateway.http.access_log import install_access_log_redaction
@@ -200,6 +201,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_a2a(app)  # public agent card; the A2A JSON-RPC bridge
     app.include_router(runs.router)
     app.include_router(graphs.router)
+    app.include_router(schedule_routes.router)  # /schedules (docs/schedules.md)
     app.include_router(jsonrpc_routes.router)  # POST / and POST /tasks (seed 003)
     app.include_router(ui.router)  # GET /ui/: the conversation web page (not in OpenAPI)
     # GET /runs/{id}/graph and /runs/{id}/nodes/{node}: before runs.by_run_router.
