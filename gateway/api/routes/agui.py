@@ -7,12 +7,15 @@ the tenant's stream slots (``max_streams_per_tenant``) until it ends; a new run
 counts against the run-start limit. Errors before the stream starts are
 problem+json (404 unknown graph/thread, 422 bad input or a refused answer, 409
 no such interrupt, 429 over a limit); a run that fails is AG-UI's RUN_ERROR.
+When the gateway stops, open streams end at once with a ``retry:`` hint, like
+the run stream (spindle.gateway.streams.drain).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Request
@@ -22,6 +25,7 @@ from spindle.gateway.api.deps import BaseUrlDep, IdentityDep, LimitsDep
 from spindle.gateway.protocols.agui.event_mapper import parse_event_id
 from spindle.gateway.protocols.agui.models import AguiRunInput
 from spindle.gateway.protocols.agui.run_stream import AguiCall, AguiEventStream, open_agui_run
+from spindle.gateway.streams.drain import StreamDrain
 from spindle.gateway.streams.sse import SSE_HEADERS
 from spindle.shared.contracts.errors import InvalidRequest
 
@@ -46,6 +50,39 @@ AGUI_RESPONSES: dict[int | str, dict[str, object]] = {
     422: {"description": "bad RunAgentInput, run input or answer (problem+json)"},
     429: {"description": "over the run-start or stream limit (problem+json)"},
 }
+
+
+async def until_drained(
+    chunks: AsyncGenerator[bytes, None], drain: StreamDrain | None
+) -> AsyncGenerator[bytes, None]:
+    """``chunks`` until they end, or until this gateway stops: then a ``retry:`` goodbye.
+
+    Chunks are whole SSE events, so a stream cut here leaves no half event: the
+    client posts the same RunAgentInput again with ``Last-Event-ID``
+    (spindle.gateway.streams.drain).
+    """
+    if drain is None:
+        async for chunk in chunks:
+            yield chunk
+        return
+    stopping = asyncio.ensure_future(drain.wait())
+    try:
+        while True:
+            step = asyncio.ensure_future(anext(chunks))
+            await asyncio.wait({step, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not step.done():
+                step.cancel()
+                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                    await step
+                yield drain.goodbye()
+                return
+            try:
+                chunk = step.result()
+            except StopAsyncIteration:
+                return
+            yield chunk
+    finally:
+        stopping.cancel()
 
 
 def _cursor(value: str | None) -> tuple[int, int] | None:
@@ -87,12 +124,18 @@ async def run_agent(
         await lease.release()
         raise
 
+    drain: StreamDrain | None = getattr(request.app.state, "stream_drain", None)
+
     async def frames() -> AsyncIterator[bytes]:
+        if drain is not None:
+            drain.opened()
         try:
             async with contextlib.aclosing(stream.frames()) as chunks:
-                async for chunk in chunks:
+                async for chunk in until_drained(chunks, drain):
                     yield chunk
         finally:
+            if drain is not None:
+                drain.closed()
             await stream.close()
 
     response = StreamingResponse(
