@@ -133,11 +133,14 @@ def test_streamed_answer_tool_calls_and_results() -> None:
 
 
 def test_prompt_is_an_interrupt_and_the_resume_segment_starts_after_it() -> None:
-    prompt = msg(
-        T.REQUEST_INPUT,
-        "Approve?",
-        d={"node_id": "review", "ui_schema": SCHEMA, "prompt": "Approve?"},
-    )
+    details = {
+        "node_id": "review",
+        "ui_schema": SCHEMA,
+        "prompt": "Approve?",
+        "expires_at": "2026-11-26T10:00:00+00:00",
+        "assignees": ["alice"],
+    }
+    prompt = msg(T.REQUEST_INPUT, "Approve?", d=details)
     before = [msg(T.UPDATE, "Calling tool draft", d={"node_id": "draft"}), prompt]
     mapper, events = segment(before)
     check_rules(events)
@@ -148,6 +151,8 @@ def test_prompt_is_an_interrupt_and_the_resume_segment_starts_after_it() -> None
     assert interrupt["id"] == interrupt_id(2) and interrupt_seq(interrupt["id"]) == 2
     assert interrupt["responseSchema"] == SCHEMA and interrupt["message"] == "Approve?"
     assert interrupt["metadata"]["nodeId"] == "review"
+    assert interrupt["expiresAt"] == "2026-11-26T10:00:00+00:00"
+    assert interrupt["metadata"]["assignees"] == ["alice"]
     # The resume's segment: the echoed answer closes the prompt's step.
     after = [
         msg(T.QUESTION, '{"decision":"approve"}', d={"node_id": "review"}),

@@ -269,6 +269,12 @@ class SegmentMapper:
         }
         if isinstance(schema, dict):
             interrupt["responseSchema"] = schema
+        expires = details.get("expires_at")
+        if isinstance(expires, str):
+            interrupt["expiresAt"] = expires
+        for key in ("assignees", "roles"):  # who may answer, when the prompt says
+            if isinstance(details.get(key), list):
+                interrupt["metadata"][key] = details[key]
         self._state(
             [
                 {"op": "replace", "path": "/status", "value": "input_required"},
