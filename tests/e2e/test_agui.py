@@ -133,6 +133,12 @@ async def test_agui_run_interrupt_resume_and_reconnect(
     assert "TEXT_MESSAGE_CONTENT" in kinds  # the output node's answer
     steps = [e.json()["stepName"] for e in whole if e.json()["type"] == "STEP_STARTED"]
     assert steps[:1] == ["review"] and "publish" in steps and "revise" not in steps
+    # The interrupt is closed: answering it again on a new AG-UI run is a conflict.
+    again = await http.post(
+        "/agui/approval-flow",
+        json=run_input(thread, "r3", resume=answering(interrupt, {"decision": "reject"})),
+    )
+    assert again.status_code == 409, again.text
 
 
 async def test_agui_agent_tool_calls_and_streamed_text(

@@ -206,15 +206,25 @@ async def _resume(
 
 
 async def _prompt_at(call: AguiCall, workflow_id: str, seq: int) -> CompactMessage | None:
-    """The main workstream's REQUEST_INPUT stored at ``seq`` (None: not one)."""
+    """The main workstream's REQUEST_INPUT stored at ``seq``, while it is still open.
+
+    None when there is no such prompt, or when it was answered already or a later
+    prompt was asked (an old interrupt must not answer a new prompt of the same node).
+    """
     state = call.state
     archive = state.archive if state.settings.archive_enabled else None
     stored = await stored_messages(workflow_id, bus=state.bus, archive=archive, after_seq=seq - 1)
     if not stored or stored[0].seq != seq:
         return None
     message = CompactMessage.model_validate_json(stored[0].raw)
-    asks = message.t == AgentMessageType.REQUEST_INPUT and message.w is None
-    return message if asks else None
+    if message.t != AgentMessageType.REQUEST_INPUT or message.w is not None:
+        return None
+    closing = (AgentMessageType.QUESTION, AgentMessageType.REQUEST_INPUT)
+    for later in stored[1:]:
+        after = CompactMessage.model_validate_json(later.raw)
+        if after.w is None and after.t in closing:
+            return None  # answered, or a newer prompt asked: this interrupt is closed
+    return message
 
 
 def _answer(entry: AguiResumeEntry, prompt: CompactMessage, run_id: str) -> UserInput:
