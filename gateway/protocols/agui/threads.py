@@ -20,6 +20,8 @@ from pydantic import BaseModel
 from spindle.shared.bus.message_bus import MessageBus
 
 PREFIX = "spindle:agui"
+# How long a claimed AG-UI run may take to start (or answer) before its id is free again.
+CLAIM_SECONDS = 300
 
 
 class AguiRunRecord(BaseModel):
@@ -36,7 +38,8 @@ def _thread_key(tenant_id: str, thread_id: str) -> str:
 
 
 def _run_key(tenant_id: str, thread_id: str, run_id: str) -> str:
-    return f"{PREFIX}:{{{tenant_id}}}:run:{thread_id}:{run_id}"
+    # The thread id's length first: ids may hold ':' and must not run into each other.
+    return f"{PREFIX}:{{{tenant_id}}}:run:{len(thread_id)}:{thread_id}:{run_id}"
 
 
 class AguiThreads:
@@ -57,8 +60,9 @@ class AguiThreads:
     async def claim_run(self, tenant_id: str, thread_id: str, run_id: str) -> bool:
         """True when this request is the first with ``run_id`` on the thread."""
         empty = AguiRunRecord().model_dump_json()
+        # Short-lived until saved: a gateway that dies mid-start does not hold the id for long.
         claimed = await self._redis.set(
-            _run_key(tenant_id, thread_id, run_id), empty, nx=True, ex=self._ttl
+            _run_key(tenant_id, thread_id, run_id), empty, nx=True, ex=CLAIM_SECONDS
         )
         return bool(claimed)
 
