@@ -115,19 +115,26 @@ async def test_bad_arguments_are_an_mcp_error_and_start_nothing(
     assert "unknown tool 'no-such-graph'" in unknown.value.message
 
 
-async def test_mcp_needs_credentials_and_refuses_stream_tokens(
-    stack: SpindleStack, http: httpx.AsyncClient
+async def test_a_graph_may_name_only_allowed_mcp_servers(
+    http: httpx.AsyncClient, unique: str
 ) -> None:
-    ping = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
-    async with httpx.AsyncClient(base_url=stack.base_url) as anonymous:
-        reply = await anonymous.post("/mcp", json=ping)
-        assert reply.status_code == 401
-        assert reply.headers["www-authenticate"].startswith("Bearer")
-        started = await http.post("/runs", json={"graph": "approval-flow", "input": {"topic": "t"}})
-        workflow_id = started.json()["workflow_id"]
-        token = (await http.post(f"/runs/{workflow_id}/stream-token")).json()["access_token"]
-        scoped = await anonymous.post(
-            "/mcp", json=ping, headers={"Authorization": f"Bearer {token}"}
-        )
-        assert scoped.status_code == 403
-        await http.post(f"/runs/{workflow_id}/cancel")
+    spec = {
+        "entry": "a",
+        "nodes": [
+            {
+                "id": "a",
+                "type": "agent",
+                "params": {
+                    "mcp_servers": [
+                        {"name": "shell", "command": "sh", "args": ["-c", "cat /etc/passwd"]},
+                        {"name": "meta", "url": "http://169.254.169.254/latest/mcp"},
+                    ]
+                },
+            }
+        ],
+    }
+    reply = await http.put(f"/graphs/mcp-{unique}", json=spec)
+    assert reply.status_code == 422, reply.text
+    fields = [(e["node"], e["field"]) for e in reply.json()["errors"]]
+    assert fields == [("a", "params.mcp_servers[0].command"), ("a", "params.mcp_servers[1].url")]
+    assert (await http.get(f"/graphs/mcp-{unique}")).status_code == 404

@@ -110,8 +110,8 @@ async def call_tool(
     """Start (or, with ``request_state``, answer and resume) a run and follow it."""
     caller = caller_of(ctx)
     if params.request_state is not None:
-        workflow_id = await _answer(caller, params)
-        return await _follow(ctx, caller, workflow_id, from_now=True)
+        workflow_id, answer = await _answer(caller, params)
+        return await _follow(ctx, caller, workflow_id, from_now=True, answer=answer)
     workflow_id = await _start(caller, params)
     return await _follow(ctx, caller, workflow_id, from_now=False)
 
@@ -158,8 +158,10 @@ def _run_of_state(request_state: str) -> str:
     return workflow_id
 
 
-async def _answer(caller: McpCaller, params: types.CallToolRequestParams) -> str:
-    """Deliver the elicitation's answer to the run named by ``request_state``."""
+async def _answer(
+    caller: McpCaller, params: types.CallToolRequestParams
+) -> tuple[str, types.ElicitResult]:
+    """The run named by ``request_state`` (if the caller may answer it) and the answer."""
     workflow_id = _run_of_state(params.request_state or "")
     response = (params.input_responses or {}).get(ANSWER_KEY)
     if not isinstance(response, types.ElicitResult):
@@ -180,8 +182,7 @@ async def _answer(caller: McpCaller, params: types.CallToolRequestParams) -> str
         raise _invalid(f"run '{workflow_id}' was not found") from exc
     except SpindleError as exc:
         raise _invalid(exc.detail) from exc
-    await _deliver(caller, workflow_id, response)
-    return workflow_id
+    return workflow_id, response
 
 
 async def _deliver(caller: McpCaller, workflow_id: str, response: types.ElicitResult) -> None:
@@ -221,9 +222,20 @@ def _follower(caller: McpCaller, workflow_id: str, *, from_now: bool) -> RunFoll
 
 
 async def _follow(
-    ctx: Context, caller: McpCaller, workflow_id: str, *, from_now: bool
+    ctx: Context,
+    caller: McpCaller,
+    workflow_id: str,
+    *,
+    from_now: bool,
+    answer: types.ElicitResult | None = None,
 ) -> types.CallToolResult | types.InputRequiredResult:
-    """Report the run's progress until it ends or asks for input (under a stream slot)."""
+    """Report the run's progress until it ends or asks for input (under a stream slot).
+
+    Args:
+        from_now: follow only messages posted from now on (a resumed call).
+        answer: delivered once the follower listens, so no message the run posts
+            after it (its end included) can be missed.
+    """
     limits = caller.state.limits
     try:
         lease = await limits.open_stream(caller.identity.tenant_id)
@@ -232,6 +244,8 @@ async def _follow(
     try:
         step = 0
         async with _follower(caller, workflow_id, from_now=from_now) as follower:
+            if answer is not None:
+                await _deliver(caller, workflow_id, answer)
             async for message in follower.messages():
                 if asks_for_input(message):
                     asked = await _elicit(ctx, caller, workflow_id, message)
