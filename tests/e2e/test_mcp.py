@@ -138,3 +138,20 @@ async def test_a_graph_may_name_only_allowed_mcp_servers(
     fields = [(e["node"], e["field"]) for e in reply.json()["errors"]]
     assert fields == [("a", "params.mcp_servers[0].command"), ("a", "params.mcp_servers[1].url")]
     assert (await http.get(f"/graphs/mcp-{unique}")).status_code == 404
+
+
+async def test_a_declined_elicitation_is_an_error_and_the_run_keeps_waiting(
+    stack: SpindleStack, callers: dict[str, Caller], examples: list[str], http: httpx.AsyncClient
+) -> None:
+    async def decline(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="decline")
+
+    async with mcp_client(stack, callers["alice"], elicitation_callback=decline) as client:
+        with pytest.raises(MCPError) as declined:
+            await client.call_tool("approval-flow", {"topic": "declined"})
+    assert declined.value.code == types.INVALID_PARAMS
+    assert "keeps waiting" in declined.value.message
+    workflow_id = declined.value.message.split("run '")[1].split("'")[0]
+    run = (await http.get(f"/runs/{workflow_id}")).json()
+    assert run["status"] == "paused" and run["pending_input"]["node_id"] == "review"
+    await http.post(f"/runs/{workflow_id}/cancel")
