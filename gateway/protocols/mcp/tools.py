@@ -193,7 +193,7 @@ async def _deliver(caller: McpCaller, workflow_id: str, response: types.ElicitRe
     """
     if response.action != "accept":
         raise _invalid(
-            f"the input was {response.action}ed: run '{workflow_id}' keeps waiting for it"
+            f"the input was not given ({response.action}): run '{workflow_id}' keeps waiting for it"
         )
     state = caller.state
     try:
