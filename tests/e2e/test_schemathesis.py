@@ -64,6 +64,7 @@ request-timeout = 2
 REPORT_TAIL_CHARS = 20_000
 
 
+@pytest.mark.timeout(RUN_TIMEOUT + 120)
 async def test_no_operation_answers_with_a_server_error_or_off_its_schema(
     stack: SpindleStack,
     http: httpx.AsyncClient,
