@@ -44,6 +44,7 @@ from spindle.gateway.http.problems import install_problem_handlers
 from spindle.gateway.limits.tenant_limits import TenantLimits
 from spindle.gateway.protocols.a2a import install_a2a
 from spindle.gateway.protocols.a2a.push_watch import PushWatcher
+from spindle.gateway.protocols.mcp import install_mcp, mcp_sessions
 from spindle.gateway.runs.catalog_cache import CatalogCache
 from spindle.gateway.runs.closed import closed_run_sweep, settle_tasks_hook
 from spindle.gateway.streams.drain import StreamDrain
@@ -131,7 +132,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         settings.mongo_db,
     )
     try:
-        yield
+        async with mcp_sessions(app):  # MCP at /mcp (protocols.mcp)
+            yield
     finally:
         # Each bounded: a client stuck on a dead server must not keep the
         # process from exiting when its orchestrator asks it to stop.
@@ -200,6 +202,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(metrics_routes.router)  # GET /metrics (Prometheus)
     install_a2a(app)  # public agent card; the A2A JSON-RPC bridge
+    install_mcp(app)  # MCP (streamable HTTP) at /mcp
     app.include_router(runs.router)
     app.include_router(graphs.router)
     app.include_router(schedule_routes.router)  # /schedules (docs/schedules.md)

@@ -47,6 +47,8 @@ from spindle.shared.contracts.runs import GRAPH_RUN_WORKFLOW, GraphRunInput, Run
 from spindle.shared.graphs.structure import parse_graph
 from spindle.shared.graphs.validation import validate_graph, validate_run_input
 from spindle.shared.platform import metrics
+from spindle.shared.platform.mcp_servers import check_graph_mcp_servers
+from spindle.shared.platform.outbound import outbound_policy
 from spindle.shared.platform.settings import Settings
 from spindle.shared.platform.telemetry import current_trace_ids, current_traceparent
 from spindle.shared.store.archive import RunArchive, RunRecord
@@ -105,6 +107,9 @@ async def build_run_input(
     """
     spec = await resolve_graph(body, archive, tenant_id)
     validate_graph(spec, await catalog.get())
+    check_graph_mcp_servers(
+        spec, stdio_commands=settings.mcp_stdio_commands, policy=outbound_policy(settings)
+    )
     validate_run_input(spec, body.input)
     return GraphRunInput(
         graph=spec,

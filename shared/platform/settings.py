@@ -368,6 +368,28 @@ class Settings(BaseSettings):
         ),
         validation_alias=_env("OUTBOUND_ALLOW"),
     )
+    mcp_stdio_commands: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Command lines (JSON list of strings, split like a shell) that agent nodes may "
+            "start as stdio MCP servers on the worker; a graph's `command` + `args` must equal "
+            "one of them exactly. Empty: no stdio MCP server may run (tenants never run "
+            "arbitrary commands)"
+        ),
+        validation_alias=_env("MCP_STDIO_COMMANDS"),
+    )
+    mcp_tools_cache_seconds: float = Field(
+        300.0,
+        ge=0,
+        description="How long a worker reuses an MCP server's tool list before listing again",
+        validation_alias=_env("MCP_TOOLS_CACHE_SECONDS"),
+    )
+    mcp_timeout_seconds: float = Field(
+        60.0,
+        gt=0,
+        description="Longest wait for an MCP server: connecting, listing tools or one tool call",
+        validation_alias=_env("MCP_TIMEOUT_SECONDS"),
+    )
 
     push_timeout_seconds: float = Field(
         5.0,

@@ -230,14 +230,14 @@ class Caller:
 async def callers(e2e_settings: Settings) -> dict[str, Caller]:
     """alice (tenant A, graph-editor: registers graphs, controls only her runs), bob
     (tenant A, no roles), carol (tenant A, admin), mallory (tenant B, graph-editor),
-    and sam (tenant C), whose runs on private task queues no other test walks."""
+    and sam (tenant C, graph-editor), whose runs on private task queues no other test walks."""
     suffix = uuid.uuid4().hex[:6]
     people = {
         "alice": (f"tenant-a-{suffix}", ["graph-editor"]),
         "bob": (f"tenant-a-{suffix}", []),
         "carol": (f"tenant-a-{suffix}", ["admin"]),
         "mallory": (f"tenant-b-{suffix}", ["graph-editor"]),
-        "sam": (f"tenant-c-{suffix}", []),
+        "sam": (f"tenant-c-{suffix}", ["graph-editor"]),
     }
     store = ApiKeyStore.from_settings(e2e_settings)
     try:

@@ -327,6 +327,22 @@ async def test_a_stream_token_reaches_its_runs_stream_and_history_and_nothing_el
     assert (await wait_for_status(alice, wf, {"paused"}))["status"] == "paused"
 
 
+async def test_mcp_needs_credentials_and_is_closed_to_stream_tokens(
+    waiting_run: dict[str, Any], as_: Any
+) -> None:
+    """``/mcp`` (not in the OpenAPI document) is behind the same doors; its tenant
+    scoping (tools = the caller's graphs) is checked in tests/e2e/test_mcp.py."""
+    alice, anonymous = as_("alice"), as_(None)
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    reply = await anonymous.post("/mcp", json=listing)
+    assert reply.status_code == 401 and reply.headers["content-type"].startswith(PROBLEM)
+    assert reply.headers["www-authenticate"].startswith("Bearer")
+    minted = await alice.post(f"/runs/{waiting_run['workflow_id']}/stream-token")
+    bearer = {"Authorization": f"Bearer {minted.json()['access_token']}"}
+    scoped = await anonymous.post("/mcp", json=listing, headers=bearer)
+    assert scoped.status_code == 403 and scoped.headers["content-type"].startswith(PROBLEM)
+
+
 async def test_a_jwt_of_the_tenant_reads_its_runs(
     waiting_run: dict[str, Any], as_: Any, callers: dict[str, Caller]
 ) -> None:

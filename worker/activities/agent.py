@@ -49,6 +49,7 @@ from spindle.worker.contracts import (
     LlmTurnInput,
     LlmTurnResult,
     NodeExecution,
+    ToolCall,
     ToolCallInput,
     ToolCallResult,
 )
@@ -62,6 +63,7 @@ from spindle.worker.llm.base import (
 from spindle.worker.llm.chunk_batcher import ChunkBatcher
 from spindle.worker.llm.prompting import with_opening
 from spindle.worker.llm.token_relay import relay_tokens
+from spindle.worker.mcp_tools import McpToolCache, split_name, tool_cache
 from spindle.worker.tools import get_tool
 from spindle.worker.workflows.workstreams.parent_tools import WORKSTREAM_TOOL_SPECS
 
@@ -98,6 +100,34 @@ def tool_specs(execution: NodeExecution, names: list[str]) -> list[ToolSpec]:
     return specs
 
 
+async def mcp_tool_specs(params: AgentParams, cache: McpToolCache) -> list[ToolSpec]:
+    """The tools of the node's MCP servers, as ``<server>__<tool>`` (cached per worker).
+
+    Raises:
+        RuntimeError: a server could not be listed (retryable: it may be back soon).
+    """
+    specs: list[ToolSpec] = []
+    for server in params.mcp_servers:
+        try:
+            tools = await cache.tools(server)
+        except ToolError as exc:
+            raise RuntimeError(str(exc)) from exc
+        specs.extend(
+            ToolSpec(name=t.qualified, description=t.description, parameters=t.input_schema)
+            for t in tools
+        )
+    return specs
+
+
+async def _run_tool(params: AgentParams, call: ToolCall, cache: McpToolCache) -> Any:
+    """A registered tool (``params.tools``) or an MCP server's (``params.mcp_servers``)."""
+    if params.mcp_servers and split_name(call.name) is not None:
+        return await cache.call(params.mcp_servers, call.name, call.arguments)
+    if call.name not in params.tools:
+        raise ToolError(f"tool '{call.name}' is not offered to this agent")
+    return await get_tool(call.name).call(call.arguments)
+
+
 def _json(value: Any) -> str:
     return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
 
@@ -112,6 +142,7 @@ class AgentActivities:
             ``Settings.stream_chunk_interval_ms``.
         chunk_max_chars: most characters of one chunk; default:
             ``Settings.stream_chunk_max_chars``.
+        mcp: the worker's MCP tool lists; default: the process-wide cache.
     """
 
     def __init__(
@@ -123,8 +154,10 @@ class AgentActivities:
         streaming: bool | None = None,
         chunk_interval: float | None = None,
         chunk_max_chars: int | None = None,
+        mcp: McpToolCache | None = None,
     ) -> None:
         settings = get_settings()
+        self.mcp = mcp if mcp is not None else tool_cache()
         self.bus = bus
         self.archive = archive
         self.llm = llm
@@ -175,7 +208,7 @@ class AgentActivities:
         params = agent_params(execution)
         request = LlmRequest(
             messages=with_opening(params, execution.state, await self._conversation(turn)),
-            tools=tool_specs(execution, params.tools),
+            tools=tool_specs(execution, params.tools) + await mcp_tool_specs(params, self.mcp),
             model=params.model,
             temperature=params.temperature,
         )
@@ -244,13 +277,10 @@ class AgentActivities:
                 "arguments": call.arguments,
             },
         )
-        offered = agent_params(execution).tools
+        params = agent_params(execution)
         try:
-            if call.name not in offered:
-                raise ToolError(f"tool '{call.name}' is not offered to this agent")
-            tool = get_tool(call.name)
             async with heartbeating(execution.node.id, call.id):
-                result = await tool.call(call.arguments)
+                result = await _run_tool(params, call, self.mcp)
         except ToolError as exc:
             outcome = ToolCallResult(
                 call_id=call.id, name=call.name, content=_json({"error": str(exc)}), ok=False
