@@ -18,6 +18,7 @@ from fastapi.routing import APIRoute
 from temporalio.client import Client
 
 from spindle.gateway.api.deps import get_identity
+from spindle.gateway.api.routes import agui as agui_routes
 from spindle.gateway.api.routes import (
     bundle,
     files,
@@ -206,6 +207,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(graphs.router)
     app.include_router(schedule_routes.router)  # /schedules (docs/schedules.md)
     app.include_router(jsonrpc_routes.router)  # POST / and POST /tasks (seed 003)
+    app.include_router(agui_routes.router)  # POST /agui/{graph} (AG-UI 1.0)
     app.include_router(ui.router)  # GET /ui/: the conversation web page (not in OpenAPI)
     # GET /runs/{id}/graph and /runs/{id}/nodes/{node}: before runs.by_run_router.
     app.include_router(run_view.router)

@@ -60,6 +60,12 @@ checks.negative_data_rejection.enabled = false
 include-path-regex = "/stream$"
 max-stream-events = 1
 request-timeout = 2
+
+# An AG-UI run streams while the run lives, like a run's stream.
+[[operations]]
+include-path-regex = "^/agui/"
+max-stream-events = 1
+request-timeout = 2
 """
 REPORT_TAIL_CHARS = 20_000
 

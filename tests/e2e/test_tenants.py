@@ -52,6 +52,8 @@ TENANT_SCOPED = {
     ("PUT", "/graphs/{name}"),
     ("POST", "/schedules"),
     ("GET", "/schedules"),
+    # AG-UI (tests/e2e/test_agui.py): threads are per tenant; another's is unknown (404).
+    ("POST", "/agui/{graph}"),
 }
 PROBLEM = "application/problem+json"
 
@@ -73,6 +75,7 @@ def concrete(path: str, workflow_id: str, run_id: str) -> str:
         "launch_id": "ws-1",
         "schedule_id": "nightly",
         "node_id": "review",
+        "graph": "approval-flow",
     }
     if "/files/" in path:
         values["name"] = "notes.txt"

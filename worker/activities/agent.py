@@ -309,6 +309,22 @@ class AgentActivities:
                     "batch_index": call_input.batch_index,
                     "batch_size": call_input.batch_size,
                     "ok": outcome.ok,
+                    "result": outcome.content,
+                },
+            )
+        else:
+            # What the tool returned, on the stream (AG-UI's TOOL_CALL_RESULT,
+            # docs/protocols.md); a batch carries it on its BATCH_PROGRESS.
+            await poster.post(
+                AgentMessageType.UPDATE,
+                f"Tool {call.name} {'returned' if outcome.ok else 'failed'}",
+                details={
+                    "node_id": execution.node.id,
+                    "turn": call_input.turn,
+                    "call_id": call.id,
+                    "tool": call.name,
+                    "ok": outcome.ok,
+                    "result": outcome.content,
                 },
             )
         await poster.archive()
