@@ -124,7 +124,7 @@ async def describe_run(
         # reconciled in (once the execution has closed), say at least what happened.
         detail.error = f"the run was {detail.status}"
     if run_id:
-        detail.temporal_ui_url = temporal_ui_url(settings, workflow_id, run_id)
+        detail.temporal_ui_url = temporal_ui_url(settings, workflow_id)
         detail.stream_url = f"{base_url}/runs/{workflow_id}/{run_id}/stream"
         detail.updates_url = f"{base_url}/runs/{workflow_id}/{run_id}/updates"
     return detail
