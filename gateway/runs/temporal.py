@@ -81,4 +81,9 @@ def run_status_of(description: WorkflowExecutionDescription) -> RunStatus:
 
 
 def is_open(description: WorkflowExecutionDescription) -> bool:
-    return description.status in (None, WorkflowExecutionStatus.RUNNING)
+    """Running; also a run described just as it continued as new (its next generation runs)."""
+    return description.status in (
+        None,
+        WorkflowExecutionStatus.RUNNING,
+        WorkflowExecutionStatus.CONTINUED_AS_NEW,
+    )
