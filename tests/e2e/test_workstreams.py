@@ -386,6 +386,22 @@ async def test_terminating_the_run_cancels_its_workstreams(
     assert outcome["launch_id"] == launch_id and outcome["state"] == "canceled"
 
 
+async def test_a_terminate_from_temporal_itself_also_ends_its_workstreams(
+    http: httpx.AsyncClient, stack: SpindleStack, parent: dict[str, Any], stream: SseConnection
+) -> None:
+    """Terminated outside Spindle (Temporal UI, CLI): the gateway notices the closed run
+    (here on GET /runs/{id}) and cancels its open children."""
+    ack = await launch(http, parent, task="Keep an eye on errors.", interactive=True)
+    await stream.until(of(ack["launch_id"], T.ANSWER), timeout=WAIT)
+
+    await stack.temporal.get_workflow_handle(parent["workflow_id"]).terminate("from the UI")
+    await wait_for_status(http, parent["workflow_id"], {"terminated"})
+
+    child = stack.temporal.get_workflow_handle(ack["child_workflow_id"])
+    outcome = await asyncio.wait_for(child.result(), timeout=WAIT)
+    assert outcome["state"] == "canceled"
+
+
 async def test_without_a_worker_the_list_is_a_503_and_comes_back(
     http: httpx.AsyncClient, stack: SpindleStack, parent: dict[str, Any]
 ) -> None:
