@@ -121,6 +121,8 @@ class SupervisedChild:
         reported: the outcome of the child's ``WorkstreamEnded`` signal.
         steps_done: deadline-timeline steps taken (carried across generations).
         busy: a deadline step is under way (the parent does not hand over then).
+        abandon: started with the parent close policy ABANDON (it outlives a parent
+            generation that continues as new); adopted children always were.
     """
 
     launch_id: str
@@ -146,6 +148,7 @@ class SupervisedChild:
     reported: WorkstreamOutcome | None = None
     steps_done: int = 0
     busy: bool = False
+    abandon: bool = False
     _timers: list[asyncio.Task[None]] = field(default_factory=list)
 
     @property
@@ -161,6 +164,7 @@ class SupervisedChild:
             return True
         return (
             self.started
+            and (self.abandon or self.adopted)
             and self.state is WorkstreamState.RUNNING
             and self.stop_reason is None
             and self.ended_at is None
@@ -231,8 +235,8 @@ class SupervisedChild:
         handle it awaits would be cancelled with it."""
         # ABANDON: a continue-as-new closes this parent run, and the child must go on;
         # the parent's cancel and failure still stop it (``WorkstreamSupervisor.close``).
-        carried = workflow.patched(WORKSTREAMS_CARRIED_PATCH)
-        policy = ParentClosePolicy.ABANDON if carried else ParentClosePolicy.REQUEST_CANCEL
+        self.abandon = workflow.patched(WORKSTREAMS_CARRIED_PATCH)
+        policy = ParentClosePolicy.ABANDON if self.abandon else ParentClosePolicy.REQUEST_CANCEL
         try:
             self.handle = await workflow.start_child_workflow(
                 WORKSTREAM_WORKFLOW,

@@ -42,7 +42,6 @@ with workflow.unsafe.imports_passed_through():
     from spindle.shared.contracts.workstreams import (
         CHILD_MESSAGE_SIGNAL,
         CHILD_STEER_SIGNAL,
-        WORKSTREAMS_CARRIED_PATCH,
         CarriedWorkstream,
         ChildMessage,
         LaunchAck,
@@ -120,19 +119,18 @@ class WorkstreamSupervisor:
     # -- continue-as-new ------------------------------------------------------------------
 
     def may_hand_over(self) -> bool:
-        """The run may continue as new now, as far as its children go: none running,
-        or (runs started with ``WORKSTREAMS_CARRIED_PATCH``) each one ``portable``."""
-        if self.settled:
-            return True
-        if not all(c.portable for c in self._children.values()):
-            return False
-        return workflow.patched(WORKSTREAMS_CARRIED_PATCH)
+        """The run may continue as new now, as far as its children go: each one settled
+        or ``portable`` (started ABANDON, i.e. launched with
+        ``WORKSTREAMS_CARRIED_PATCH``: a child a run launched before it would be
+        cancelled by the handover)."""
+        return all(c.portable for c in self._children.values())
 
     def carried(self) -> list[CarriedWorkstream]:
         """The children to hand over: every live one, the latest ended ones."""
         children = list(self._children.values())
-        ended = [c for c in children if c.settled][-ENDED_WORKSTREAMS_CARRIED:]
-        return [c.carried() for c in children if not c.settled or c in ended]
+        ended = [c.launch_id for c in children if c.settled][-ENDED_WORKSTREAMS_CARRIED:]
+        kept = set(ended)
+        return [c.carried() for c in children if not c.settled or c.launch_id in kept]
 
     def restore(self, carried: list[CarriedWorkstream]) -> None:
         """Take over the previous generation's children (in ``__init__``, so their
