@@ -253,7 +253,7 @@ def _response(settings: Settings, base_url: str, workflow_id: str, run_id: str) 
         stream_url=f"{run_path}/stream",
         updates_url=f"{run_path}/updates",
         status_url=f"{base_url}/runs/{workflow_id}",
-        temporal_ui_url=temporal_ui_url(settings, workflow_id, run_id),
+        temporal_ui_url=temporal_ui_url(settings, workflow_id),
     )
 
 

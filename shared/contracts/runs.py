@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from spindle.shared.contracts.graph_spec import GraphSpec
+from spindle.shared.contracts.workstreams import CarriedWorkstream
 
 GRAPH_RUN_WORKFLOW = "GraphRun"
 USER_INPUT_UPDATE = "UserInput"
@@ -109,6 +110,10 @@ class CarriedState(BaseModel):
     history_warned: bool = False
     workstream_counts: dict[str, int] = Field(
         default_factory=dict, description="workstream/steer/message ids handed out, by prefix"
+    )
+    workstreams: list[CarriedWorkstream] = Field(
+        default_factory=list,
+        description="the run's workstreams, running ones first-class (docs/graphs/long-runs.md)",
     )
 
 

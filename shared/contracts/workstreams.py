@@ -12,7 +12,13 @@ through signals:
               TerminateWorkstream──► GraphRun (parent)
     GraphRun ──signal Steer / Message / Stop──► Workstream (child)
     Workstream ──signal WorkstreamProgress──► GraphRun
+    Workstream ──signal WorkstreamEnded (its WorkstreamOutcome)──► GraphRun
     Workstream ──returns WorkstreamOutcome──► GraphRun (awaits the child handle)
+
+The parent signals go to the parent's workflow id, so they reach whichever
+generation of a parent that continued as new is current; a generation that
+took children over from the one before learns their end from ``WorkstreamEnded``
+(docs/graphs/long-runs.md).
 
 Ids: ``launch_id`` = ``workstream_id`` = ``ws-<n>`` (n counts launches of one
 parent run from 1); the child's workflow id is ``<parent workflow id>.<launch_id>``.
@@ -61,6 +67,11 @@ WORKSTREAMS_QUERY = "workstreams"
 
 # Child → parent.
 WORKSTREAM_PROGRESS_SIGNAL = "WorkstreamProgress"
+WORKSTREAM_ENDED_SIGNAL = "WorkstreamEnded"
+
+#: ``workflow.patched`` id: children started ABANDON and carried over when the
+#: parent continues as new; they signal ``WorkstreamEnded`` at their end.
+WORKSTREAMS_CARRIED_PATCH = "workstreams-carried-across-continue-as-new"
 
 # Parent → child, and the child's own query.
 CHILD_STEER_SIGNAL = "Steer"
@@ -383,6 +394,32 @@ class WorkstreamInfo(BaseModel):
     summary: str | None = None
     error: str | None = None
     artifacts: list[str] = Field(default_factory=list, description="merged artifact names")
+
+
+class CarriedWorkstream(BaseModel):
+    """One workstream as a parent generation hands it to the next (continue-as-new).
+
+    A running child goes on in its own workflow; the next generation re-attaches
+    by its workflow id and learns its end from its ``WorkstreamEnded`` signal.
+    """
+
+    launch_id: str
+    request: LaunchRequest
+    child_id: str
+    started_at: str = Field(description="ISO time of the launch; the deadline counts from it")
+    state: WorkstreamState
+    phase: WorkstreamPhase
+    tool: str | None = None
+    iteration: int = 0
+    latest_message: str | None = None
+    deadline_steps_done: int = Field(0, description="deadline-timeline steps already taken")
+    reported: WorkstreamOutcome | None = Field(
+        None, description="the child's WorkstreamEnded outcome, when it came before the handover"
+    )
+    ended_at: str | None = None
+    outcome: WorkstreamOutcome | None = None
+    merged: list[str] = Field(default_factory=list)
+    settled: bool = False
 
 
 class WorkstreamList(BaseModel):

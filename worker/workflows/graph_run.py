@@ -158,6 +158,7 @@ class GraphRun(WorkstreamHandlers):
         self._history_warned = carried.history_warned
         self._carried_waits = dict(carried.waits)
         self._workstreams.restore_counts(carried.workstream_counts)
+        self._workstreams.restore(carried.workstreams)
 
     # -- the run ---------------------------------------------------------------
 
@@ -182,6 +183,7 @@ class GraphRun(WorkstreamHandlers):
             # A continued run (carried) recorded its start in its first execution.
             if self._input.scheduled_by is not None and self._input.carried is None:
                 await self._record_start(self._input)
+            self._workstreams.resume_adopted()
             await self._drive()
             # Non-interactive children run to their end (deadline-bounded).
             await self._workstreams.close("parent_finished", stop_all=False)
@@ -277,8 +279,9 @@ class GraphRun(WorkstreamHandlers):
         return info.is_continue_as_new_suggested()
 
     def _at_boundary(self) -> bool:
-        """No node in flight but prompts that asked and wait; no child running."""
-        if self._completions or self._answers or not self._workstreams.settled:
+        """No node in flight but prompts that asked and wait; children that may be
+        handed over (docs/graphs/long-runs.md)."""
+        if self._completions or self._answers or not self._workstreams.may_hand_over():
             return False
         return all(node_id in self._waiting for node_id in self._tasks)
 
@@ -312,6 +315,7 @@ class GraphRun(WorkstreamHandlers):
             notices=self._notices,
             history_warned=self._history_warned,
             workstream_counts=self._workstreams.counts,
+            workstreams=self._workstreams.carried(),
         )
         workflow.logger.info(
             "run %s continues as new (generation %d)", self._run.workflow_id, carried.generation

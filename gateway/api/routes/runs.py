@@ -30,6 +30,7 @@ from spindle.gateway.api.models import (
     StartRunResponse,
 )
 from spindle.gateway.protocols.jsonrpc.task_execution import settle_terminated_run
+from spindle.gateway.runs.children import cancel_children, open_children
 from spindle.gateway.runs.lookup import archived_run, describe_run, not_found
 from spindle.gateway.runs.starter import admit_run_start, start_run
 from spindle.gateway.runs.temporal import RPC_TIMEOUT, describe_workflow, is_open, run_status_of
@@ -211,10 +212,12 @@ async def terminate_run(
     await _open_run_or_raise(temporal, archive, workflow_id)
     reason = (body.reason if body else None) or "terminated through the gateway"
     handle = temporal.get_workflow_handle(workflow_id)
+    children = await open_children(temporal, workflow_id)  # ABANDON: they outlive it
     try:
         await handle.terminate(reason=reason, rpc_timeout=RPC_TIMEOUT)
     except RPCError as exc:
         raise temporal_error(exc) from exc
+    await cancel_children(temporal, children)
     # A terminated workflow runs no more code, so the gateway ends its
     # conversation itself (dedup key: a repeated terminate posts nothing new).
     message = create_compact_message(

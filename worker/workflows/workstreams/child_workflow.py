@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, is_cancelled_exception
+from temporalio.exceptions import ActivityError, FailureError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
     from spindle.shared.contracts.messages import AgentMessageType
@@ -43,7 +43,9 @@ with workflow.unsafe.imports_passed_through():
         CHILD_STATE_QUERY,
         CHILD_STEER_SIGNAL,
         CHILD_STOP_SIGNAL,
+        WORKSTREAM_ENDED_SIGNAL,
         WORKSTREAM_WORKFLOW,
+        WORKSTREAMS_CARRIED_PATCH,
         ChildMessage,
         ChildState,
         ChildStop,
@@ -152,6 +154,29 @@ class Workstream:
 
     @workflow.run
     async def run(self, data: WorkstreamInput) -> WorkstreamOutcome:
+        """Run the task (and, interactive, the follow-ups); tell the parent how it ended."""
+        try:
+            outcome = await self._run_to_end()
+        except FailureError as exc:
+            await self._tell_parent(
+                self._outcome(WorkstreamState.FAILED, self._best or self._last_answer, str(exc))
+            )
+            raise
+        await self._tell_parent(outcome)
+        return outcome
+
+    async def _tell_parent(self, outcome: WorkstreamOutcome) -> None:
+        """Signal ``WorkstreamEnded`` to the parent's workflow id: the parent generation
+        that took this child over (continue-as-new) has no handle to await."""
+        if not workflow.patched(WORKSTREAMS_CARRIED_PATCH):
+            return  # recorded before the signal existed
+        parent = workflow.get_external_workflow_handle(self._input.parent_workflow_id)
+        try:
+            await parent.signal(WORKSTREAM_ENDED_SIGNAL, outcome)
+        except FailureError as exc:
+            workflow.logger.info("workstream %s: parent gone: %s", self._input.launch_id, exc)
+
+    async def _run_to_end(self) -> WorkstreamOutcome:
         sender = asyncio.create_task(self._progress.run())
         try:
             return await self._lifecycle()

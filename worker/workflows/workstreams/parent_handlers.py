@@ -17,6 +17,7 @@ with workflow.unsafe.imports_passed_through():
         MESSAGE_WORKSTREAM_UPDATE,
         STEER_WORKSTREAM_UPDATE,
         TERMINATE_WORKSTREAM_UPDATE,
+        WORKSTREAM_ENDED_SIGNAL,
         WORKSTREAM_PROGRESS_SIGNAL,
         WORKSTREAMS_QUERY,
         LaunchAck,
@@ -29,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         TerminateWorkstream,
         WorkstreamList,
         WorkstreamMessageAck,
+        WorkstreamOutcome,
     )
     from spindle.worker.workflows.workstreams.parent_supervisor import WorkstreamSupervisor
 
@@ -78,6 +80,12 @@ class WorkstreamHandlers:
     def workstream_progress(self, progress: Progress) -> None:
         """A child reports what it is doing."""
         self._workstreams.progress(progress)
+
+    @workflow.signal(name=WORKSTREAM_ENDED_SIGNAL)
+    def workstream_ended(self, outcome: WorkstreamOutcome) -> None:
+        """A child's own word on its end; how a generation that took children over
+        from the one before learns it (docs/graphs/long-runs.md)."""
+        self._workstreams.ended(outcome)
 
     @workflow.query(name=WORKSTREAMS_QUERY)
     def workstreams(self) -> WorkstreamList:

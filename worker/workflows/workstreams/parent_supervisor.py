@@ -8,6 +8,11 @@ a refused request leaves no trace in the run's history. Each launch gets a
 ``SupervisedChild`` (``parent_supervised_child``) whose own task
 starts the child, runs its deadline timeline and settles its end.
 
+Across continue-as-new (docs/graphs/long-runs.md): a generation may hand over
+while children run (``portable``); ``carried`` is what it hands over and
+``restore`` + ``resume_adopted`` take it on in the next generation, where each
+running child's end arrives as its ``WorkstreamEnded`` signal (``ended``).
+
 Ids are counted per parent run: launches ``ws-<n>``, steers ``s-<n>``,
 messages ``m-<n>``. A run that launches nothing schedules no command from here,
 so histories recorded before workstreams replay unchanged.
@@ -37,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from spindle.shared.contracts.workstreams import (
         CHILD_MESSAGE_SIGNAL,
         CHILD_STEER_SIGNAL,
+        CarriedWorkstream,
         ChildMessage,
         LaunchAck,
         LaunchRequest,
@@ -49,6 +55,7 @@ with workflow.unsafe.imports_passed_through():
         TerminateWorkstream,
         WorkstreamList,
         WorkstreamMessageAck,
+        WorkstreamOutcome,
         WorkstreamState,
         child_workflow_id,
     )
@@ -66,6 +73,10 @@ SteerOrigin = Literal["user", "agent"]
 #: Live workstreams per run when the run's input names no limit (runs started
 #: before the limit existed); the same as the ``max_live_workstreams`` default.
 DEFAULT_MAX_LIVE_WORKSTREAMS = 32
+
+#: Ended workstreams a generation hands to the next (the latest ones): what it
+#: carries stays bounded however many children a long run launched.
+ENDED_WORKSTREAMS_CARRIED = 100
 
 
 def _refusal(error: SpindleError) -> ApplicationError:
@@ -104,6 +115,45 @@ class WorkstreamSupervisor:
     def restore_counts(self, counts: dict[str, int]) -> None:
         """Carry on numbering launches where the previous generation stopped."""
         self._counts.update({k: v for k, v in counts.items() if k in self._counts})
+
+    # -- continue-as-new ------------------------------------------------------------------
+
+    def may_hand_over(self) -> bool:
+        """The run may continue as new now, as far as its children go: each one settled
+        or ``portable`` (started ABANDON, i.e. launched with
+        ``WORKSTREAMS_CARRIED_PATCH``: a child a run launched before it would be
+        cancelled by the handover)."""
+        return all(c.portable for c in self._children.values())
+
+    def carried(self) -> list[CarriedWorkstream]:
+        """The children to hand over: every live one, the latest ended ones."""
+        children = list(self._children.values())
+        ended = [c.launch_id for c in children if c.settled][-ENDED_WORKSTREAMS_CARRIED:]
+        kept = set(ended)
+        return [c.carried() for c in children if not c.settled or c.launch_id in kept]
+
+    def restore(self, carried: list[CarriedWorkstream]) -> None:
+        """Take over the previous generation's children (in ``__init__``, so their
+        signals find them); ``resume_adopted`` then supervises the live ones."""
+        for record in carried:
+            self._children[record.launch_id] = SupervisedChild.adopt(
+                record,
+                parent=self._run,
+                user_id=self._user_id,
+                next_steer_id=lambda: self._next_id("s"),
+            )
+
+    def resume_adopted(self) -> None:
+        """Supervise the adopted children that had not settled (once, at the run's start)."""
+        for child in self._children.values():
+            if child.adopted and not child.settled:
+                self._tasks.append(asyncio.create_task(child.resume()))
+
+    def ended(self, outcome: WorkstreamOutcome) -> None:
+        """A child's ``WorkstreamEnded`` signal (an unknown launch id is ignored)."""
+        child = self._children.get(outcome.launch_id)
+        if child is not None:
+            child.report(outcome)
 
     def _next_id(self, prefix: str) -> str:
         self._counts[prefix] += 1
@@ -300,7 +350,7 @@ class WorkstreamSupervisor:
         if not self._children:
             return
         children = list(self._children.values())
-        await workflow.wait_condition(lambda: all(c.handle or c.settled for c in children))
+        await workflow.wait_condition(lambda: all(c.started or c.settled for c in children))
         for child in children:
             if stop_all or child.request.interactive:
                 await child.stop(reason)
