@@ -127,6 +127,9 @@ async def start_run(
         tenant_id=tenant_id,
         user_id=user_id,
         continue_as_new_after_events=settings.continue_as_new_after_events,
+        budget=body.budget,
+        deadline_seconds=body.deadline_seconds,
+        children_policy=body.children_policy,
     )
     try:
         handle = await start_workflow(

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 from temporalio import workflow
@@ -78,7 +78,7 @@ class StepMeter(Protocol):
     """Counts the loop's spend; ``gate`` runs before each LLM turn and tool call
     (after the hooks' ``before_*``) and may wait there or raise."""
 
-    async def gate(self) -> None: ...
+    async def gate(self, step: Literal["llm", "tool"]) -> None: ...
 
     def llm_used(self, usage: TurnUsage | None) -> None: ...
 
@@ -248,7 +248,7 @@ async def converse(
                     conversation=before + messages, answer=best, stopped=True, turns=turn - 1
                 )
         if meter is not None:
-            await meter.gate()
+            await meter.gate("llm")
         conversation = before + messages
         result = await workflow.execute_activity(
             LLM_TURN,
@@ -322,7 +322,7 @@ async def _call_tool(
             # A graceful stop runs no further step: the call is answered as skipped.
             return ToolCallResult(call_id=call.id, name=call.name, content=_STOPPED, ok=False)
     if meter is not None:
-        await meter.gate()
+        await meter.gate("tool")
     if toolbox is not None and call.name in toolbox.names:
         return await toolbox.call(call)
     result: ToolCallResult = await workflow.execute_activity(

@@ -8,7 +8,9 @@ signals, addressed by workflow id so they reach whichever generation runs) and
 the budgets reserved for running workstreams launched with one of their own.
 
 ``gate`` runs before every LLM turn, tool call, ``tool`` node and map: with a
-cap reached it never lets the step start. ``on_exhausted="pause"`` waits (the
+cap reached it never lets the step start. An LLM turn waits at the token or
+cost cap; a tool call at any cap (the tool-call cap only holds tool calls, so
+an agent at it may still give its final answer). ``on_exhausted="pause"`` waits (the
 run's describe says ``paused``) until ``RaiseBudget`` lifts the cap or the run
 is cancelled; ``"fail"`` raises ``BudgetExhausted`` naming the limit. A run
 without a budget still counts (describe and metrics) but never waits.
@@ -17,7 +19,7 @@ without a budget still counts (describe and metrics) but never waits.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 from temporalio import workflow
 
@@ -39,6 +41,15 @@ with workflow.unsafe.imports_passed_through():
         to_application_error,
     )
 
+Step = Literal["llm", "tool"]
+"""What is about to start: an LLM turn, or a tool call (tool node, map)."""
+
+#: The caps that hold each kind of step.
+_HOLDS: dict[str, tuple[BudgetLimit, ...]] = {
+    "llm": (BudgetLimit.MAX_LLM_TOKENS, BudgetLimit.MAX_COST_USD),
+    "tool": tuple(BudgetLimit),
+}
+
 Notify = Callable[[str, dict[str, Any]], Awaitable[None]]
 """Posts a WARNING (text, details) on the run's stream."""
 
@@ -51,9 +62,11 @@ def _field(limit: BudgetLimit) -> str:
     }[limit]
 
 
-def reached(limits: BudgetLimits, usage: BudgetUsage) -> BudgetLimit | None:
-    """The first cap ``usage`` has reached (tokens, then tool calls, then cost), else None."""
-    for limit in BudgetLimit:
+def reached(
+    limits: BudgetLimits, usage: BudgetUsage, among: tuple[BudgetLimit, ...] = tuple(BudgetLimit)
+) -> BudgetLimit | None:
+    """The first cap of ``among`` that ``usage`` has reached, else None."""
+    for limit in among:
         cap = getattr(limits, limit.value)
         if cap is not None and getattr(usage, _field(limit)) >= cap:
             return limit
@@ -90,7 +103,7 @@ class BudgetMeter:
         self._children: dict[str, BudgetUsage] = {}
         self._reserved: dict[str, BudgetLimits] = {}
         self._notify = notify
-        self._waiting = 0
+        self._waiting: dict[Step, int] = {"llm": 0, "tool": 0}
         self._announced: BudgetLimit | None = None
         if carry is not None:
             self._limits = carry.limits
@@ -106,7 +119,10 @@ class BudgetMeter:
     @property
     def paused(self) -> bool:
         """A step waits at a cap."""
-        return self._waiting > 0
+        return any(self._waiting.values())
+
+    def _held(self) -> bool:
+        return any(n and self.exhausted(step) is not None for step, n in self._waiting.items())
 
     @property
     def own(self) -> BudgetUsage:
@@ -131,11 +147,13 @@ class BudgetMeter:
                 total = total.plus(_at_least(BudgetUsage(), reserved))
         return total
 
-    def exhausted(self) -> BudgetLimit | None:
-        """The cap reached (spend and reservations count), else None."""
+    def exhausted(self, step: Step | None = None) -> BudgetLimit | None:
+        """The cap reached (spend and reservations count) that holds ``step`` (any
+        step: None), else None."""
         if not self.limited:
             return None
-        return reached(self._limits, self._committed())
+        among = _HOLDS[step] if step is not None else tuple(BudgetLimit)
+        return reached(self._limits, self._committed(), among)
 
     # -- counting ----------------------------------------------------------------------
 
@@ -204,21 +222,21 @@ class BudgetMeter:
     def raise_limits(self, raised: BudgetRaise) -> bool:
         """Apply new caps; True if the run was held at a cap and no longer is."""
         self.check_raise(raised)
-        held = self.paused and self.exhausted() is not None
+        held = self._held()
         given = raised.model_dump(exclude_none=True)
         self._limits = self._limits.model_copy(update=given)
-        return held and self.exhausted() is None
+        return held and not self._held()
 
     # -- the gate ------------------------------------------------------------------------
 
-    async def gate(self) -> None:
+    async def gate(self, step: Step) -> None:
         """Before an LLM turn or tool call: return at once, wait at a cap, or fail.
 
         Raises:
             ApplicationError: ``BudgetExhausted`` (non-retryable) at a cap when
                 the budget says ``on_exhausted: fail``.
         """
-        limit = self.exhausted()
+        limit = self.exhausted(step)
         if limit is None:
             return
         text = self._exhausted_text(limit)
@@ -228,7 +246,7 @@ class BudgetMeter:
                     f"{text}; the budget says on_exhausted: fail", context=self._facts()
                 )
             )
-        self._waiting += 1
+        self._waiting[step] += 1
         announcer = self._announced is None
         try:
             if announcer:
@@ -238,9 +256,9 @@ class BudgetMeter:
                     "(POST /runs/<id>/budget)",
                     {"budget": self._facts(), "paused": True},
                 )
-            await workflow.wait_condition(lambda: self.exhausted() is None)
+            await workflow.wait_condition(lambda: self.exhausted(step) is None)
         finally:
-            self._waiting -= 1
+            self._waiting[step] -= 1
         if announcer:
             self._announced = None
             await self._notify("budget raised: the run resumes", {"budget": self._facts()})

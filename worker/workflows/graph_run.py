@@ -528,7 +528,7 @@ class GraphRun(WorkstreamHandlers):
 
     async def _run_map(self, execution: NodeExecution, spec: NodeTypeSpec | None) -> NodeOutcome:
         # Each item runs the map's inline node: one tool call per item for budgets.
-        await self._budget.gate()
+        await self._budget.gate("tool")
         outcome = await run_map(execution, spec)
         items = outcome.output.get("items") if isinstance(outcome.output, dict) else None
         self._budget.tools_used(len(items) if isinstance(items, list) else 0)
@@ -540,7 +540,7 @@ class GraphRun(WorkstreamHandlers):
         """``execute_node``, as a local activity when the node says ``local``."""
         node = execution.node
         if node.type == TOOL.name:  # a tool node is one tool call for budgets
-            await self._budget.gate()
+            await self._budget.gate("tool")
             outcome = await self._execute_node(execution, spec)
             self._budget.tools_used()
             return outcome
