@@ -165,7 +165,8 @@ class WorkstreamSupervisor:
         Raises ``UnknownWorkstream``, ``WorkstreamFinished``, ``Conflict`` (an
         interactive workstream has no deadline) or ``DeadlineRefused``.
         """
-        child = self.check_running(request.launch_id)
+        # Known, then the request itself (interactive, past the run's), then the state.
+        child = self.known(request.launch_id)
         if child.request.interactive:
             raise _refusal(
                 Conflict(
@@ -188,7 +189,7 @@ class WorkstreamSupervisor:
                     },
                 )
             )
-        return child
+        return self.check_running(request.launch_id)
 
     def extend(self, request: ExtendWorkstreamDeadline) -> DeadlineAck:
         """Extend a child's deadline (its timeline re-arms from the new end)."""
