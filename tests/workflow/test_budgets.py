@@ -44,7 +44,16 @@ from spindle.shared.contracts.runs import (
     RunDescription,
     RunStatus,
 )
-from spindle.shared.contracts.workstreams import LaunchRequest, WorkstreamState
+from spindle.shared.contracts.workstreams import (
+    LAUNCH_WORKSTREAM_UPDATE,
+    WORKSTREAMS_QUERY,
+    LaunchAck,
+    LaunchRequest,
+    WorkstreamAgent,
+    WorkstreamInfo,
+    WorkstreamList,
+    WorkstreamState,
+)
 from spindle.shared.graphs.structure import parse_graph
 from tests.workflow.runs import GraphRunner, M, eventually, types_of
 from tests.workflow.workstream_parents import HOLD, Parents, refused
@@ -283,3 +292,45 @@ async def test_a_cancelled_run_stops_or_lets_its_children_finish_by_its_policy(
         assert stops == ["timeout"]
         assert info.state is WorkstreamState.TIMEOUT
         assert info.elapsed_seconds >= 60
+
+
+async def test_a_childs_spend_counts_against_its_parent_and_its_own_budget_stops_it(
+    runner: GraphRunner,
+) -> None:
+    # The production worker: real Workstream children with the offline LLM.
+    handle = await _start(
+        runner, GraphRunInput(graph=HOLD, budget=RunBudget(max_llm_tokens=100_000))
+    )
+    await runner.wait_for_prompt(handle, "hold")
+    agent = WorkstreamAgent(tools=["calculator"])
+    for request in (
+        LaunchRequest(task="what is 2 + 2?", agent=agent),
+        LaunchRequest(task="what is 3 + 3?", agent=agent, budget=BudgetLimits(max_llm_tokens=5)),
+    ):
+        await handle.execute_update(LAUNCH_WORKSTREAM_UPDATE, request, result_type=LaunchAck)
+
+    async def both_ended() -> list[WorkstreamInfo] | None:
+        listed = await handle.query(WORKSTREAMS_QUERY, result_type=WorkstreamList)
+        infos = listed.workstreams
+        return infos if all(i.state.finished for i in infos) else None
+
+    free, capped = await eventually(both_ended, what="both children end")
+    assert free.state is WorkstreamState.COMPLETED
+    assert capped.state is WorkstreamState.FAILED
+    assert capped.error is not None and "max_llm_tokens" in capped.error
+    assert free.usage is not None and capped.usage is not None
+    assert free.usage.tool_calls == 1
+    assert capped.usage.tool_calls == 0, "stopped at its cap before the tool call"
+
+    async def released() -> RunDescription | None:
+        # The reservation goes back once the parent has settled the child's end.
+        described = await runner.describe(handle)
+        budget = described.budget
+        return described if budget is not None and budget.reserved.llm_tokens == 0 else None
+
+    described = await eventually(released, what="the capped child's reservation released")
+    assert described.budget is not None
+    usage = described.budget.usage
+    assert usage.llm_tokens == free.usage.llm_tokens + capped.usage.llm_tokens
+    assert usage.tool_calls == 1
+    await handle.cancel()
