@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
+from temporalio.testing import WorkflowEnvironment
 
 from spindle.shared.contracts.budgets import (
     EXTEND_WORKSTREAM_DEADLINE_UPDATE,
@@ -158,11 +159,14 @@ async def test_on_exhausted_fail_fails_the_run_naming_the_limit(runner: GraphRun
     assert "on_exhausted: fail" in cause.message
 
 
-async def test_a_run_paused_at_its_budget_can_be_cancelled(runner: GraphRunner) -> None:
+async def test_a_run_paused_at_its_budget_can_be_cancelled(
+    runner: GraphRunner, time_skipping_env: WorkflowEnvironment
+) -> None:
     handle = await _start(runner, GraphRunInput(graph=AGENT, budget=RunBudget(max_llm_tokens=5)))
     await _paused(runner, handle)
     await handle.cancel()
-    with pytest.raises(WorkflowFailureError):
+    # In real time: while it delivers a cancel, this server may skip far ahead.
+    with time_skipping_env.auto_time_skipping_disabled(), pytest.raises(WorkflowFailureError):
         await handle.result()
     assert (await runner.describe(handle)).status is RunStatus.CANCELED
     assert types_of(await runner.messages(handle.id))[-1] is M.TERMINATED
@@ -333,4 +337,98 @@ async def test_a_childs_spend_counts_against_its_parent_and_its_own_budget_stops
     usage = described.budget.usage
     assert usage.llm_tokens == free.usage.llm_tokens + capped.usage.llm_tokens
     assert usage.tool_calls == 1
+    await handle.cancel()
+
+
+LOOP = parse_graph(
+    {
+        "name": "budget-loop",
+        "entry": "start",
+        "nodes": [
+            {
+                "id": "start",
+                "type": "tool",
+                "params": {"tool": "word_count", "args": {"text": "a"}},
+            },
+            {
+                "id": "work",
+                "type": "tool",
+                "max_visits": 21,
+                "params": {"tool": "word_count", "args": {"text": "b"}},
+            },
+            {
+                "id": "check",
+                "type": "tool",
+                "params": {"tool": "word_count", "args": {"text": "c"}},
+            },
+            {"id": "done", "type": "output", "params": {"select": "check"}},
+        ],
+        "edges": [
+            {"from": "start", "to": "work"},
+            {"from": "work", "to": "check"},
+            {"from": "check", "to": "work", "max_iterations": 20},
+            {"from": "check", "to": "done"},
+        ],
+    }
+)
+
+
+async def test_usage_is_carried_across_continue_as_new_and_tool_nodes_count(
+    runner: GraphRunner,
+) -> None:
+    # 1 + 21 + 21 tool nodes; the cap of 30 falls after the run has continued as new.
+    run_input = GraphRunInput(
+        graph=LOOP, budget=RunBudget(max_tool_calls=30), continue_as_new_after_events=100
+    )
+    first = await _start(runner, run_input)
+    latest = runner.client.get_workflow_handle(first.id, result_type=GraphRunResult)
+    paused = await _paused(runner, latest)
+    assert paused.generation > 1
+    assert paused.budget is not None
+    assert paused.budget.usage.tool_calls == 30
+    assert paused.budget.exhausted is BudgetLimit.MAX_TOOL_CALLS
+
+    await latest.execute_update(
+        RAISE_BUDGET_UPDATE, BudgetRaise(max_tool_calls=100), result_type=BudgetAck
+    )
+    result = await latest.result()
+    assert result.status is RunStatus.COMPLETED
+    assert result.budget is not None
+    assert result.budget.usage.tool_calls == 43
+    assert result.budget.limits.max_tool_calls == 100
+
+
+async def test_each_map_item_counts_as_a_tool_call(runner: GraphRunner) -> None:
+    spec = parse_graph(
+        {
+            "name": "budget-map",
+            "entry": "numbers",
+            "nodes": [
+                {
+                    "id": "numbers",
+                    "type": "map",
+                    "params": {
+                        "over": "input",
+                        "node": {
+                            "type": "tool",
+                            "params": {"tool": "calculator", "args": {"expression": "{{ item }}"}},
+                        },
+                    },
+                },
+                {
+                    "id": "again",
+                    "type": "tool",
+                    "params": {"tool": "word_count", "args": {"text": "x"}},
+                },
+            ],
+            "edges": [{"from": "numbers", "to": "again"}],
+        }
+    )
+    run_input = GraphRunInput(graph=spec, input=[1, 2, 3, 4, 5], budget=RunBudget(max_tool_calls=5))
+    handle = await _start(runner, run_input)
+    # The map's five items reach the cap: the tool node after it waits.
+    paused = await _paused(runner, handle)
+    assert paused.budget is not None
+    assert paused.budget.usage.tool_calls == 5
+    assert paused.current_nodes == ["again"]
     await handle.cancel()
