@@ -26,7 +26,13 @@ from spindle.gateway.runs.temporal import (
 )
 from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.errors import Conflict, NotFound, SpindleError
-from spindle.shared.contracts.runs import DESCRIBE_QUERY, NodeReport, PendingInput, RunDescription
+from spindle.shared.contracts.runs import (
+    DESCRIBE_QUERY,
+    NodeReport,
+    PendingInput,
+    RunDescription,
+    RunStatus,
+)
 from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunArchive, RunRecord
 from spindle.shared.temporal.closed_runs import (
@@ -119,6 +125,8 @@ async def describe_run(
         detail.node_reports = list(live.node_reports)
         detail.output = live.output if live.output is not None else detail.output
         detail.error = live.error or detail.error
+        detail.budget = live.budget
+        detail.deadline_at = live.deadline_at
     else:
         detail.node_reports = await _archived_reports(archive, workflow_id)
     if detail.status in TERMINAL_STATUSES and detail.status != "completed" and not detail.error:
@@ -190,7 +198,10 @@ def _apply_temporal(detail: RunDetail, description: WorkflowExecutionDescription
     if not is_open(description):
         # Temporal is the truth about how a run ended (e.g. a terminate from the
         # Temporal UI never reaches the archive).
-        detail.status = str(run_status_of(description))
+        status = run_status_of(description)
+        # A run stopped at its deadline fails in Temporal; the archive knows it timed out.
+        if not (status is RunStatus.FAILED and detail.status == RunStatus.TIMED_OUT.value):
+            detail.status = str(status)
         detail.current_nodes = []
         detail.pending_input = None
 

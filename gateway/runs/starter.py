@@ -119,6 +119,9 @@ async def build_run_input(
         tenant_id=tenant_id,
         user_id=user_id,
         continue_as_new_after_events=settings.continue_as_new_after_events,
+        budget=body.budget,
+        deadline_seconds=body.deadline_seconds,
+        children_policy=body.children_policy,
         # Also set by start_workflow; a scheduled start does not pass there.
         max_live_workstreams=settings.max_live_workstreams,
     )

@@ -11,6 +11,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from spindle.shared.contracts.budgets import (
+    RUN_DEADLINE_MAX_SECONDS,
+    RUN_DEADLINE_MIN_SECONDS,
+    BudgetCarry,
+    BudgetState,
+    ChildrenPolicy,
+    RunBudget,
+)
 from spindle.shared.contracts.graph_spec import GraphSpec
 from spindle.shared.contracts.workstreams import CarriedWorkstream
 
@@ -27,7 +35,7 @@ class NodeStatus(StrEnum):
 
 class RunStatus(StrEnum):
     RUNNING = "running"
-    PAUSED = "paused"  # waiting on a human (HITL)
+    PAUSED = "paused"  # waiting on a human (HITL), or at a budget cap
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELED = "canceled"
@@ -115,6 +123,10 @@ class CarriedState(BaseModel):
         default_factory=list,
         description="the run's workstreams, running ones first-class (docs/graphs/long-runs.md)",
     )
+    budget: BudgetCarry | None = Field(None, description="limits and spend so far (budgets)")
+    deadline_at: str | None = Field(
+        None, description="ISO 8601 workflow time the run's deadline falls (deadline_seconds)"
+    )
 
 
 class GraphRunInput(BaseModel):
@@ -155,6 +167,20 @@ class GraphRunInput(BaseModel):
         description="post the history WARNING at this many events; default: half of "
         "Temporal's limit (25,000 events; 25 MB of history warns too)",
     )
+    budget: RunBudget | None = Field(
+        None, description="caps on LLM tokens, tool calls and cost (docs/graphs/budgets.md)"
+    )
+    deadline_seconds: int | None = Field(
+        None,
+        ge=RUN_DEADLINE_MIN_SECONDS,
+        le=RUN_DEADLINE_MAX_SECONDS,
+        description="the run stops (timed_out) this long after it started; bounds workstreams",
+    )
+    children_policy: ChildrenPolicy = Field(
+        "cancel_children",
+        description="on the run's cancel or deadline: stop running workstreams "
+        "(cancel_children) or wait for them to end (let_finish)",
+    )
     carried: CarriedState | None = Field(
         None, description="set by the run itself when it continues as new"
     )
@@ -178,6 +204,8 @@ class GraphRunResult(BaseModel):
         default_factory=dict, description="node executions by status, over the whole run"
     )
     generation: int = Field(1, description="runs of the continue-as-new chain so far")
+    budget: BudgetState | None = Field(None, description="caps, spend, the cap reached")
+    deadline_at: str | None = Field(None, description="ISO 8601: when the run's deadline falls")
 
 
 class UserInput(BaseModel):
@@ -221,3 +249,5 @@ class RunDescription(BaseModel):
         default_factory=dict, description="node executions by status, over the whole run"
     )
     generation: int = Field(1, description="runs of the continue-as-new chain so far")
+    budget: BudgetState | None = Field(None, description="caps, spend, the cap reached")
+    deadline_at: str | None = Field(None, description="ISO 8601: when the run's deadline falls")

@@ -47,6 +47,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from spindle.shared.contracts.budgets import BudgetLimits, BudgetUsage
 from spindle.shared.contracts.errors import (
     InvalidSteer,
     RunFinishing,
@@ -183,6 +184,11 @@ class LaunchRequest(BaseModel):
     )
     label: str | None = Field(None, max_length=200)
     agent: WorkstreamAgent = Field(default_factory=WorkstreamAgent)
+    budget: BudgetLimits | None = Field(
+        None,
+        description="the child's own caps, reserved from the parent run's remaining budget; "
+        "at one the child stops with its best answer (failed, naming the limit)",
+    )
 
     @field_validator("deadline_seconds", mode="wrap")
     @classmethod
@@ -312,6 +318,9 @@ class Progress(BaseModel):
     tool: str | None = None
     iteration: int = 0
     message: str | None = Field(None, description="the model's latest message (trimmed)")
+    usage: BudgetUsage | None = Field(
+        None, description="the child's spend so far (cumulative); counts against the parent"
+    )
 
 
 class WorkstreamCarry(BaseModel):
@@ -328,6 +337,7 @@ class WorkstreamCarry(BaseModel):
     pending_steers: list[SteerDirective] = Field(default_factory=list)
     last_answer: str | None = None
     generation: int = 0
+    usage: BudgetUsage | None = Field(None, description="spend of earlier generations")
 
 
 class WorkstreamInput(BaseModel):
@@ -354,6 +364,7 @@ class WorkstreamOutcome(BaseModel):
     summary: str | None = Field(None, description="the final (or partial) answer, trimmed")
     output: Any = None
     error: str | None = None
+    usage: BudgetUsage | None = Field(None, description="what the child spent")
     iterations: int = 0
     artifacts: list[str] = Field(default_factory=list, description="child artifact names")
 
@@ -394,6 +405,7 @@ class WorkstreamInfo(BaseModel):
     summary: str | None = None
     error: str | None = None
     artifacts: list[str] = Field(default_factory=list, description="merged artifact names")
+    usage: BudgetUsage | None = Field(None, description="the child's spend as last reported")
 
 
 class CarriedWorkstream(BaseModel):
@@ -413,6 +425,9 @@ class CarriedWorkstream(BaseModel):
     iteration: int = 0
     latest_message: str | None = None
     deadline_steps_done: int = Field(0, description="deadline-timeline steps already taken")
+    deadline_seconds: int | None = Field(
+        None, description="its deadline, extensions included (None: the request's)"
+    )
     reported: WorkstreamOutcome | None = Field(
         None, description="the child's WorkstreamEnded outcome, when it came before the handover"
     )

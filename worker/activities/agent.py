@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from temporalio import activity
 
+from spindle.shared.contracts.budgets import TurnUsage
 from spindle.shared.contracts.errors import (
     LlmRefused,
     NodeFailed,
@@ -27,6 +28,7 @@ from spindle.shared.contracts.messages import AgentMessageType
 from spindle.shared.contracts.runs import NodeStatus
 from spindle.shared.graphs.node_params import AgentParams
 from spindle.shared.graphs.node_types import AGENT
+from spindle.shared.platform import metrics
 from spindle.shared.platform.logging_setup import bind_activity_log_context
 from spindle.shared.platform.settings import get_settings
 from spindle.shared.store.conversations import ConversationStore, conversation_key
@@ -171,6 +173,7 @@ class AgentActivities:
         self.chunk_max_chars = (
             settings.stream_chunk_max_chars if chunk_max_chars is None else chunk_max_chars
         )
+        self.prices = settings.model_prices
 
     async def _conversation(self, turn: LlmTurnInput) -> list[ChatMessage]:
         """The whole conversation so far: stored earlier messages, then the new ones."""
@@ -225,6 +228,7 @@ class AgentActivities:
         if response.usage is not None:
             details["usage"] = response.usage.model_dump()
         details["llm_ms"] = llm_ms
+        usage = self._usage(execution, response)
 
         if message.tool_calls:
             names = ", ".join(c.name for c in message.tool_calls)
@@ -235,7 +239,7 @@ class AgentActivities:
                 details=details,
             )
             await poster.archive()
-            return LlmTurnResult(message=message, final=False)
+            return LlmTurnResult(message=message, final=False, usage=usage)
 
         answer = message.content or ""
         await poster.post(AgentMessageType.ANSWER, answer, details=details)
@@ -256,7 +260,21 @@ class AgentActivities:
         )
         await poster.archive()
         await self.tasks.node_finished(execution, answer)
-        return LlmTurnResult(message=message, final=True, report=report)
+        return LlmTurnResult(message=message, final=True, report=report, usage=usage)
+
+    def _usage(self, execution: NodeExecution, response: LlmResponse) -> TurnUsage | None:
+        """The turn's tokens and cost (priced here, so the workflow counts a recorded figure)."""
+        if response.usage is None:
+            return None
+        model = response.model or agent_params(execution).model or ""
+        price = self.prices.get(model) or self.prices.get("*")
+        prompt, completion = response.usage.prompt_tokens, response.usage.completion_tokens
+        cost = round(price.cost(prompt, completion), 9) if price is not None else 0.0
+        run = execution.run
+        metrics.llm_used(run.tenant_id, run.graph_name, prompt, completion, cost)
+        return TurnUsage(
+            model=model, prompt_tokens=prompt, completion_tokens=completion, cost_usd=cost
+        )
 
     @activity.defn(name=TOOL_CALL)
     async def tool_call(self, call_input: ToolCallInput) -> ToolCallResult:
@@ -295,6 +313,7 @@ class AgentActivities:
             )
         else:
             outcome = ToolCallResult(call_id=call.id, name=call.name, content=_json(result))
+        metrics.tool_called(execution.run.tenant_id, execution.run.graph_name)
         if call_input.batch_size > 1:
             # Seed 002's BATCH_PROGRESS: where a batch of parallel tool calls stands.
             await poster.post(

@@ -25,6 +25,12 @@ How it ends (``WorkstreamOutcome.state``):
   with the partial answer; nothing more is posted and no artifact is written
   (the parent reports it).
 
+Budgets (docs/graphs/budgets.md): the child counts its own spend and reports it,
+cumulative, with every progress signal and in its outcome; the parent counts it
+against its own budget. A child launched with a ``budget`` of its own stops at
+a cap like a graceful stop (no further step) and ends ``failed``, the error
+naming the limit, with its best answer so far.
+
 An idle interactive child continues-as-new (``WorkstreamCarry``) when Temporal
 suggests it or after ``continue_as_new_after`` iterations in this generation.
 """
@@ -37,6 +43,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, FailureError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
+    from spindle.shared.contracts.budgets import BudgetCarry, BudgetLimit, BudgetLimits
     from spindle.shared.contracts.messages import AgentMessageType
     from spindle.shared.contracts.workstreams import (
         CHILD_MESSAGE_SIGNAL,
@@ -69,6 +76,7 @@ with workflow.unsafe.imports_passed_through():
         WorkstreamFinished,
     )
     from spindle.worker.workflows.agent_loop import AgentReply, converse
+    from spindle.worker.workflows.budget_meter import BudgetMeter
     from spindle.worker.workflows.workstreams.child_agent import (
         bounded,
         child_execution,
@@ -116,6 +124,13 @@ class Workstream:
         self._exchanges = 0
         self._acks = 0
         self._progress = ProgressSender(data.parent_workflow_id)
+        spent = carry.usage if carry is not None else None
+        self._meter = BudgetMeter(
+            data.launch.budget,
+            BudgetCarry(limits=data.launch.budget or BudgetLimits(), own=spent) if spent else None,
+            self._budget_notice,
+        )
+        self._budget_hit: BudgetLimit | None = None
 
     # -- signals and query -------------------------------------------------------
 
@@ -199,11 +214,15 @@ class Workstream:
                 return await self._end_task(reply)
             if self._stop is None:
                 await self._report_exchange_failure(reply)
-        while self._stop is None:
+        while self._stop is None and self._budget_hit is None:
             message = await self._next_message()
             if message is None:
                 break
             await self._report_exchange_failure(await self._exchange(message.text))
+        if self._budget_hit is not None:
+            return await self._finish(
+                WorkstreamState.FAILED, self._last_answer, self._budget_error()
+            )
         return await self._finish(self._stopped_state(), self._last_answer)
 
     async def _exchange(self, text: str | None) -> AgentReply | ActivityError:
@@ -229,6 +248,7 @@ class Workstream:
                 opening=self._conversation,
                 hooks=self,
                 id_prefix=f"g{self._generation}.m{self._exchanges}",
+                meter=self._meter,
             )
         except ActivityError as exc:
             if is_cancelled_exception(exc):
@@ -248,6 +268,10 @@ class Workstream:
             return await self._finish(WorkstreamState.FAILED, self._best, error)
         if reply.final:
             return await self._finish(WorkstreamState.COMPLETED, reply.answer)
+        if self._budget_hit is not None:
+            return await self._finish(
+                WorkstreamState.FAILED, reply.answer or None, self._budget_error()
+            )
         if reply.stopped or self._stop is not None:
             return await self._finish(self._stopped_state(), reply.answer or None)
         error = f"no final answer within max_turns ({self._input.launch.agent.max_turns})"
@@ -331,6 +355,7 @@ class Workstream:
             error=error,
             iterations=self._iteration,
             artifacts=artifacts or [],
+            usage=self._meter.own,
         )
 
     def _stopped_state(self) -> WorkstreamState:
@@ -367,6 +392,7 @@ class Workstream:
             pending_steers=list(self._steering.queue),
             last_answer=self._last_answer,
             generation=self._generation + 1,
+            usage=self._meter.own,
         )
         workflow.continue_as_new(self._input.model_copy(update={"carry": carry}))
 
@@ -374,14 +400,16 @@ class Workstream:
 
     async def before_llm(self, turn: int) -> None:
         await self._boundary()
-        if self._stop is None:
+        self._check_budget()
+        if not self.should_stop():
             self._iteration += 1
             phase = WorkstreamPhase.PLANNING if turn == 1 else WorkstreamPhase.SYNTHESIZING
             self._enter(phase)
 
     async def before_tool(self, turn: int, call: ToolCall) -> None:
         await self._boundary()
-        if self._stop is None:
+        self._check_budget()
+        if not self.should_stop():
             self._iteration += 1
             self._enter(WorkstreamPhase.EXECUTING_TOOL, call.name)
 
@@ -395,7 +423,22 @@ class Workstream:
         return messages
 
     def should_stop(self) -> bool:
-        return self._stop is not None
+        return self._stop is not None or self._budget_hit is not None
+
+    # -- budget --------------------------------------------------------------------
+
+    def _check_budget(self) -> None:
+        """At its own cap the child takes no further step (the loop sees should_stop)."""
+        if self._budget_hit is None:
+            self._budget_hit = self._meter.exhausted()
+
+    def _budget_error(self) -> str:
+        limit = self._budget_hit.value if self._budget_hit else "?"
+        return f"budget exhausted: the workstream reached its {limit}"
+
+    async def _budget_notice(self, text: str, details: dict[str, object]) -> None:
+        # Never called: the child stops at a cap before the meter's gate would wait.
+        await self._notice(AgentMessageType.WARNING, text)
 
     # -- steering ----------------------------------------------------------------
 
@@ -458,6 +501,7 @@ class Workstream:
                 tool=tool,
                 iteration=self._iteration,
                 message=self._latest,
+                usage=self._meter.own,
             )
         )
 

@@ -51,6 +51,7 @@ from temporalio.exceptions import TimeoutError as WorkflowTimeoutError
 from temporalio.workflow import ChildWorkflowHandle, ExternalWorkflowHandle, ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
+    from spindle.shared.contracts.budgets import BudgetUsage
     from spindle.shared.contracts.messages import AgentMessageType
     from spindle.shared.contracts.workstreams import (
         CHILD_STEER_SIGNAL,
@@ -132,6 +133,9 @@ class SupervisedChild:
     parent: RunRef
     user_id: str | None
     next_steer_id: Callable[[], str]
+    #: Seconds from ``started_at``: the request's, or less when the run's own
+    #: deadline falls sooner; extensions add to it (0: the request's).
+    deadline_seconds: int = 0
     handle: ChildWorkflowHandle[Any, WorkstreamOutcome] | None = None
     state: WorkstreamState = WorkstreamState.RUNNING
     phase: WorkstreamPhase = WorkstreamPhase.PLANNING
@@ -143,6 +147,7 @@ class SupervisedChild:
     ended_at: datetime | None = None
     outcome: WorkstreamOutcome | None = None
     merged: list[str] = field(default_factory=list)
+    usage: BudgetUsage | None = None
     settled: bool = False
     adopted: bool = False
     reported: WorkstreamOutcome | None = None
@@ -184,6 +189,7 @@ class SupervisedChild:
             iteration=self.iteration,
             latest_message=self.latest_message,
             deadline_steps_done=self.steps_done,
+            deadline_seconds=self.deadline_seconds,
             reported=self.reported,
             ended_at=self.ended_at.isoformat() if self.ended_at else None,
             outcome=self.outcome,
@@ -221,12 +227,21 @@ class SupervisedChild:
             adopted=True,
             reported=carried.reported,
             steps_done=carried.deadline_steps_done,
+            deadline_seconds=carried.deadline_seconds or 0,
         )
 
     def report(self, outcome: WorkstreamOutcome) -> None:
         """The child's ``WorkstreamEnded`` signal: its own word on how it ended."""
         if self.reported is None and not self.settled:
             self.reported = outcome
+
+    def __post_init__(self) -> None:
+        if self.deadline_seconds <= 0:
+            self.deadline_seconds = self.request.deadline_seconds
+
+    def extend(self, seconds: int) -> None:
+        """Move the deadline ``seconds`` later; the waiting timeline step re-arms."""
+        self.deadline_seconds += seconds
 
     # -- what others call -------------------------------------------------------------
 
@@ -318,6 +333,8 @@ class SupervisedChild:
             return
         self.phase, self.tool = progress.phase, progress.tool
         self.iteration = max(self.iteration, progress.iteration)
+        if progress.usage is not None:
+            self.usage = progress.usage
         if progress.message:
             self.latest_message = trimmed(progress.message)
 
@@ -338,20 +355,20 @@ class SupervisedChild:
             iteration=max(self.iteration, outcome.iterations if outcome else 0),
             latest_message=self.latest_message,
             started_at=self.started_at.isoformat(),
-            deadline_seconds=self.request.deadline_seconds,
+            deadline_seconds=self.deadline_seconds,
             elapsed_seconds=round(elapsed, 3),
-            deadline_used_pct=round(100 * elapsed / self.request.deadline_seconds, 1),
+            deadline_used_pct=round(100 * elapsed / self.deadline_seconds, 1),
             summary=outcome.summary if outcome else None,
             error=outcome.error if outcome else None,
             artifacts=list(self.merged),
+            usage=outcome.usage if outcome and outcome.usage else self.usage,
         )
 
     # -- deadline and stop -----------------------------------------------------------
 
     async def _deadline(self) -> None:
-        seconds = self.request.deadline_seconds
         for fraction, step in _DEADLINE_STEPS[self.steps_done :]:
-            if await self._ends_by(self.started_at + timedelta(seconds=seconds * fraction)):
+            if await self._reaches(fraction):
                 return
             if self.stop_reason is not None:  # terminated, or the run is ending
                 return
@@ -363,7 +380,7 @@ class SupervisedChild:
                 self.steps_done += 1
 
     async def _deadline_step(self, fraction: float, step: str) -> None:
-        seconds = self.request.deadline_seconds
+        seconds = self.deadline_seconds
         if step == "warn":
             pct = round(fraction * 100)
             await self._post(
@@ -384,12 +401,29 @@ class SupervisedChild:
         else:
             await self.stop("timeout")
 
-    async def _ends_by(self, when: datetime) -> bool:
-        """Wait (a durable timer) until ``when`` or the child's end; True if it ended."""
+    async def _reaches(self, fraction: float) -> bool:
+        """Wait until ``fraction`` of the deadline (re-armed when it is extended) or the
+        child's end; True if it ended."""
+        while True:
+            seconds = self.deadline_seconds
+            when = self.started_at + timedelta(seconds=seconds * fraction)
+            ended = await self._ends_by(when, self._deadline_moved_from(seconds))
+            if ended or self.deadline_seconds == seconds:
+                return ended
+
+    def _deadline_moved_from(self, seconds: int) -> Callable[[], bool]:
+        return lambda: self.deadline_seconds != seconds
+
+    async def _ends_by(self, when: datetime, changed: Callable[[], bool] | None = None) -> bool:
+        """Wait (a durable timer) until ``when``, the child's end or ``changed()``; True if
+        it ended."""
         remaining = (when - workflow.now()).total_seconds()
         if remaining > 0:
             with contextlib.suppress(TimeoutError):
-                await workflow.wait_condition(self._has_ended, timeout=remaining)
+                await workflow.wait_condition(
+                    lambda: self._has_ended() or (changed is not None and changed()),
+                    timeout=remaining,
+                )
         return self._has_ended()
 
     def _has_ended(self) -> bool:
@@ -511,7 +545,7 @@ class SupervisedChild:
         assert outcome is not None
         await self._post(
             AgentMessageType.SYSTEM,
-            end_text(self.launch_id, outcome, self.request.deadline_seconds, self.stop_reason),
+            end_text(self.launch_id, outcome, self.deadline_seconds, self.stop_reason),
             {
                 "launch_id": self.launch_id,
                 "child_workflow_id": self.child_id,

@@ -21,15 +21,18 @@ so histories recorded before workstreams replay unchanged.
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
-from typing import Any, Literal
+import math
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from spindle.shared.contracts.budgets import DeadlineAck, ExtendWorkstreamDeadline
     from spindle.shared.contracts.errors import (
         Conflict,
+        DeadlineRefused,
         RunFinishing,
         SpindleError,
         UnknownWorkstream,
@@ -68,6 +71,9 @@ with workflow.unsafe.imports_passed_through():
         SupervisedChild,
     )
 
+if TYPE_CHECKING:
+    from spindle.worker.workflows.budget_meter import BudgetMeter
+
 SteerOrigin = Literal["user", "agent"]
 
 #: Live workstreams per run when the run's input names no limit (runs started
@@ -91,12 +97,25 @@ class WorkstreamSupervisor:
         user_id: who started the parent (passed on to its children).
         max_live: workstreams that may run at once (from the run's input, so a
             replay sees the limit the run started with).
+        meter: the run's budget: children's spend counts against it, and a
+            child's own budget is reserved from its remainder.
+        deadline_at: the run's deadline; a child's deadline never passes it.
     """
 
-    def __init__(self, run: RunRef, *, user_id: str | None, max_live: int | None = None) -> None:
+    def __init__(
+        self,
+        run: RunRef,
+        *,
+        user_id: str | None,
+        max_live: int | None = None,
+        meter: BudgetMeter | None = None,
+        deadline_at: datetime | None = None,
+    ) -> None:
         self._run = run
         self._user_id = user_id
         self._max_live = max_live or DEFAULT_MAX_LIVE_WORKSTREAMS
+        self._meter = meter
+        self._deadline_at = deadline_at
         self._children: dict[str, SupervisedChild] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._counts = {"ws": 0, "s": 0, "m": 0}
@@ -178,6 +197,61 @@ class WorkstreamSupervisor:
                 )
             )
 
+    def check_budget(self, request: LaunchRequest) -> None:
+        """Raises ``BudgetRefused`` when the child's own budget exceeds the run's remainder."""
+        if self._meter is not None and request.budget is not None:
+            self._meter.check_reserve(request.budget)
+
+    def _deadline_for(self, request: LaunchRequest) -> int:
+        """The child's deadline: its own, or the run's remaining time if that is sooner."""
+        if self._deadline_at is None:
+            return request.deadline_seconds
+        left = (self._deadline_at - workflow.now()).total_seconds()
+        return max(1, min(request.deadline_seconds, math.floor(left)))
+
+    def check_extend(self, request: ExtendWorkstreamDeadline) -> SupervisedChild:
+        """A running, non-interactive child whose extended deadline stays within the run's.
+
+        Raises ``UnknownWorkstream``, ``WorkstreamFinished``, ``Conflict`` (an
+        interactive workstream has no deadline) or ``DeadlineRefused``.
+        """
+        # Known, then the request itself (interactive, past the run's), then the state.
+        child = self.known(request.launch_id)
+        if child.request.interactive:
+            raise _refusal(
+                Conflict(
+                    f"workstream '{child.launch_id}' is interactive: it has no deadline",
+                    context={"launch_id": child.launch_id},
+                )
+            )
+        extended = child.deadline_seconds + request.extension.extend_seconds
+        ends = child.started_at + timedelta(seconds=extended)
+        if self._deadline_at is not None and ends > self._deadline_at:
+            left = max(0, math.floor((self._deadline_at - child.started_at).total_seconds()))
+            raise _refusal(
+                DeadlineRefused(
+                    f"workstream '{child.launch_id}' cannot run past the run's own deadline: "
+                    f"at most {left - child.deadline_seconds} s more",
+                    context={
+                        "launch_id": child.launch_id,
+                        "deadline_seconds": child.deadline_seconds,
+                        "max_deadline_seconds": left,
+                    },
+                )
+            )
+        return self.check_running(request.launch_id)
+
+    def extend(self, request: ExtendWorkstreamDeadline) -> DeadlineAck:
+        """Extend a child's deadline (its timeline re-arms from the new end)."""
+        child = self.check_extend(request)
+        child.extend(request.extension.extend_seconds)
+        ends = child.started_at + timedelta(seconds=child.deadline_seconds)
+        return DeadlineAck(
+            launch_id=child.launch_id,
+            deadline_seconds=child.deadline_seconds,
+            deadline_at=ends.isoformat(),
+        )
+
     def known(self, launch_id: str) -> SupervisedChild:
         """The workstream ``launch_id``; raises ``UnknownWorkstream``."""
         child = self._children.get(launch_id)
@@ -237,7 +311,10 @@ class WorkstreamSupervisor:
                 Temporal refused to start the child.
         """
         self.check_launch()
+        self.check_budget(request)
         launch_id = self._next_id("ws")
+        if self._meter is not None and request.budget is not None:
+            self._meter.reserve(launch_id, request.budget)
         child = SupervisedChild(
             launch_id=launch_id,
             request=request,
@@ -246,25 +323,34 @@ class WorkstreamSupervisor:
             parent=self._run,
             user_id=self._user_id,
             next_steer_id=lambda: self._next_id("s"),
+            deadline_seconds=self._deadline_for(request),
         )
         self._children[launch_id] = child
         # A task of its own: the caller (an update, an agent node) may be
         # cancelled; the child's supervision goes on.
-        self._tasks.append(asyncio.create_task(child.run()))
+        self._tasks.append(asyncio.create_task(self._supervise(child)))
         await workflow.wait_condition(lambda: child.handle is not None or child.settled)
         if child.handle is None:
             error = child.outcome.error if child.outcome else None
             raise _refusal(
                 WorkstreamStartFailed(f"workstream '{launch_id}' did not start: {error}")
             )
-        deadline_at = child.started_at + timedelta(seconds=request.deadline_seconds)
+        deadline_at = child.started_at + timedelta(seconds=child.deadline_seconds)
         return LaunchAck(
             launch_id=launch_id,
             workstream_id=launch_id,
             child_workflow_id=child.child_id,
-            deadline_seconds=request.deadline_seconds,
+            deadline_seconds=child.deadline_seconds,
             deadline_at=deadline_at.isoformat(),
         )
+
+    async def _supervise(self, child: SupervisedChild) -> None:
+        await child.run()
+        if self._meter is not None:
+            # Its last word on spend, then its reservation goes back to the run.
+            if child.outcome is not None and child.outcome.usage is not None:
+                self._meter.child_used(child.launch_id, child.outcome.usage)
+            self._meter.child_ended(child.launch_id)
 
     async def steer(self, request: SteerWorkstream, *, origin: SteerOrigin = "user") -> SteerAck:
         """Send a steering directive ``s-<n>`` to a running child."""
@@ -295,6 +381,10 @@ class WorkstreamSupervisor:
         child = self._children.get(progress.launch_id)
         if child is not None:
             child.progress(progress)
+        if self._meter is not None and progress.usage is not None:
+            # Counted even for a child this generation does not know (launched by an
+            # earlier one): signals reach the run by workflow id.
+            self._meter.child_used(progress.launch_id, progress.usage)
 
     def describe(self) -> WorkstreamList:
         """Every workstream of the run, in launch order.
