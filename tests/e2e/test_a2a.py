@@ -119,7 +119,7 @@ async def test_blocking_send_completes_with_a_result_artifact_and_get_reads_it(
         fetched = await client.get_task(GetTaskRequest(id=task.id))
         assert fetched.status.state == TaskState.TASK_STATE_COMPLETED
         assert result_data(fetched) == result_data(task)
-        assert MessageToDict(fetched.metadata)["user_id"] == "alice"
+        assert MessageToDict(fetched.metadata)["userId"] == "alice"
 
     rest = await stack_get(stack, callers["alice"], f"/runs/{task.id}")
     assert rest["graph_name"] == "research-agent"

@@ -17,8 +17,9 @@ operation checks the caller's tenant like the REST routes do.
   the ``UserInput`` answer (``signals.deliver_signal``) and the run resumes;
 - a blocking send returns when the run ends or asks for input; a stream ends
   there too;
-- get, cancel and subscribe address the run by its workflow id; list reads the
-  tenant's runs from the archive;
+- get, cancel and subscribe address the run by its workflow id (get with the
+  run's conversation as ``history``: ``task_history``); list reads the tenant's
+  runs from the archive;
 - push notification configs (set / get / list / delete, or inline in a send)
   are stored per task after the same tenant check (``push_watch``).
 """
@@ -77,6 +78,7 @@ from spindle.gateway.protocols.a2a.spindle_call import (
     follower_of,
     wait_closed,
 )
+from spindle.gateway.protocols.a2a.task_history import limit_history, task_history, with_history
 from spindle.gateway.protocols.a2a.task_listing import list_tasks
 from spindle.gateway.protocols.a2a.task_mapping import (
     STOPPING_STATES,
@@ -103,7 +105,10 @@ class SpindleRequestHandler(RequestHandler):
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
         call = call_of(context)
         owner = await authorize(call, params.id, RunAction.READ)
-        return task_from_run(await describe(call, params.id), owner.user_id)
+        detail = await describe(call, params.id)
+        length = params.history_length if params.HasField("history_length") else None
+        history = [] if length == 0 else await task_history(call, detail)
+        return with_history(task_from_run(detail, owner.user_id), history, length)
 
     async def on_list_tasks(
         self, params: ListTasksRequest, context: ServerCallContext
@@ -160,6 +165,9 @@ class SpindleRequestHandler(RequestHandler):
             await events.aclose()
         if task is None:
             raise InternalError(message="the run produced no task")
+        configuration = params.configuration
+        if configuration.HasField("history_length"):
+            return limit_history(task, configuration.history_length)
         return task
 
     async def on_message_send_stream(

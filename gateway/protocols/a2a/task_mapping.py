@@ -5,8 +5,9 @@ other Spindle route addresses), and so is its ``contextId``: seed 003 maps its
 own task id to ``context_id`` and calls the A2A ``id`` the execution instance;
 a Spindle run is both at once. ``status.state`` follows the run's status, the
 run's output is the ``result`` artifact, its error is ``status.message`` and
-its owner is ``metadata.user_id``. Every task and event carries
-``metadata.protocol = "a2a"`` (seed 003 MUST).
+its owner is ``metadata.userId``. Every task and event carries
+``metadata.protocol = "a2a"`` (seed 003 MUST). Metadata keys are camelCase like
+every other A2A JSON member (``rootTaskId``, ``userId``, ``runId``).
 """
 
 from __future__ import annotations
@@ -86,9 +87,9 @@ def agent_message(task_id: str, text: str, data: Any = None) -> Message:
 
 
 def task_metadata(task_id: str, user_id: str | None, graph: str | None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"protocol": PROTOCOL, "root_task_id": task_id}
+    meta: dict[str, Any] = {"protocol": PROTOCOL, "rootTaskId": task_id}
     if user_id:
-        meta["user_id"] = user_id
+        meta["userId"] = user_id
     if graph:
         meta["graph"] = graph
     return meta
@@ -125,7 +126,7 @@ def task_from_run(detail: RunDetail, user_id: str | None = None) -> Task:
         task.artifacts.append(result_artifact(detail.output))
     task.metadata.update(task_metadata(task_id, user_id, detail.graph_name))
     if detail.run_id:
-        task.metadata.update({"run_id": detail.run_id})
+        task.metadata.update({"runId": detail.run_id})
     return task
 
 
@@ -135,7 +136,7 @@ def status_event(task_id: str, state: TaskState, message: Message | None) -> Tas
     )
     if message is not None:
         event.status.message.CopyFrom(message)
-    event.metadata.update({"protocol": PROTOCOL, "root_task_id": task_id})
+    event.metadata.update({"protocol": PROTOCOL, "rootTaskId": task_id})
     return event
 
 
@@ -143,7 +144,7 @@ def artifact_event(task_id: str, output: Any) -> TaskArtifactUpdateEvent:
     event = TaskArtifactUpdateEvent(
         task_id=task_id, context_id=task_id, artifact=result_artifact(output), last_chunk=True
     )
-    event.metadata.update({"protocol": PROTOCOL, "root_task_id": task_id})
+    event.metadata.update({"protocol": PROTOCOL, "rootTaskId": task_id})
     return event
 
 
