@@ -1,8 +1,8 @@
 """A2A conformance defects found by the A2A TCK (a2aproject/a2a-tck), one
 regression test each, over raw JSON-RPC as the TCK sends it: task history and
 ``historyLength``, -32005 for an unsupported media type, -32602 for bad 0.3
-params, a ``result`` on 0.3 push-config delete, a cacheable agent card and
-camelCase task metadata."""
+params, a ``result`` on 0.3 push-config delete, a cacheable agent card,
+camelCase task metadata, and HTTP 415 for a body that is not JSON."""
 
 from __future__ import annotations
 
@@ -168,6 +168,7 @@ async def test_agent_card_is_cacheable_and_revalidates_with_304(stack: SpindleSt
             first = await http.get(path)
             assert first.status_code == 200
             assert "max-age=" in first.headers["cache-control"]
+            assert first.headers["last-modified"].endswith(" GMT")
             etag = first.headers["etag"]
             assert etag.startswith('"') and etag.endswith('"')
             again = await http.get(path, headers={"If-None-Match": etag})
@@ -188,3 +189,17 @@ async def test_task_metadata_keys_are_camel_case(
     metadata = (await call(stack, alice, "GetTask", {"id": task_id}, v1=True))["result"]["metadata"]
     assert {"protocol", "rootTaskId", "userId", "runId"} <= set(metadata), metadata
     assert not [key for key in metadata if "_" in key], metadata
+
+
+async def test_a_body_that_is_not_json_and_says_so_is_415(
+    stack: SpindleStack, callers: dict[str, Caller]
+) -> None:
+    headers = {**callers["alice"].headers, "Content-Type": "text/plain", "A2A-Version": "1.0"}
+    async with httpx.AsyncClient(base_url=stack.base_url, timeout=TIMEOUT) as http:
+        reply = await http.post("/", content=b"{'jsonrpc': '2.0'}", headers=headers)
+        assert reply.status_code == 415 and reply.headers["accept"] == "application/json"
+        # Valid JSON under a wrong Content-Type is still answered (curl -d sends form).
+        form = {**headers, "Content-Type": "application/x-www-form-urlencoded"}
+        body = b'{"jsonrpc": "2.0", "id": 5, "method": "GetTask", "params": {"id": "run-x"}}'
+        answered = await http.post("/", content=body, headers=form)
+    assert answered.status_code == 200 and answered.json()["error"]["code"] == -32001

@@ -14,6 +14,8 @@ offered (``capabilities.pushNotifications``: ``spindle.gateway.protocols.a2a.pus
 from __future__ import annotations
 
 import hashlib
+import time
+from email.utils import formatdate
 from typing import Annotated, Any
 
 import orjson
@@ -137,6 +139,8 @@ def card_json(base_url: str) -> dict[str, Any]:
 # release or the public URL, so clients may keep it for an hour and revalidate
 # with If-None-Match (the ETag is a hash of the exact bytes served).
 CACHE_CONTROL = "public, max-age=3600"
+# The card is built from code and settings fixed for the process's life.
+LAST_MODIFIED = formatdate(time.time(), usegmt=True)
 
 
 def _etag(body: bytes) -> str:
@@ -157,7 +161,7 @@ async def get_agent_card(
     client's ``If-None-Match`` holds the current ETag."""
     body = orjson.dumps(card_json(base_url))
     etag = _etag(body)
-    headers = {"ETag": etag, "Cache-Control": CACHE_CONTROL}
+    headers = {"ETag": etag, "Cache-Control": CACHE_CONTROL, "Last-Modified": LAST_MODIFIED}
     if _matches(if_none_match, etag):
         return Response(status_code=304, headers=headers)
     return Response(body, media_type="application/json", headers=headers)
