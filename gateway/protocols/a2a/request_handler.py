@@ -15,8 +15,8 @@ operation checks the caller's tenant like the REST routes do.
   through ``run_starter.start_run`` as ``POST /runs`` does;
 - send / stream with the ``taskId`` of a run waiting for input: the message is
   the ``UserInput`` answer (``signals.deliver_signal``) and the run resumes;
-- a blocking send returns when the run ends or asks for input; a stream ends
-  there too;
+- a blocking send returns when the run ends or asks for input; a send's stream
+  ends there too, a subscription only when the run ends;
 - get, cancel and subscribe address the run by its workflow id (get with the
   run's conversation as ``history``: ``task_history``); list reads the tenant's
   runs from the archive;
@@ -81,7 +81,6 @@ from spindle.gateway.protocols.a2a.spindle_call import (
 from spindle.gateway.protocols.a2a.task_history import limit_history, task_history, with_history
 from spindle.gateway.protocols.a2a.task_listing import list_tasks
 from spindle.gateway.protocols.a2a.task_mapping import (
-    STOPPING_STATES,
     TERMINAL_STATES,
     task_from_run,
 )
@@ -191,9 +190,9 @@ class SpindleRequestHandler(RequestHandler):
                     message=f"task '{params.id}' has already finished: nothing to subscribe to"
                 )
             yield task
-            if task.status.state in STOPPING_STATES:
-                return
-            async for event in run_events(call, params.id, follower):
+            # A2A §3.1.6: a subscription ends at a terminal state, so it follows
+            # the run through its questions (a send's stream stops at each).
+            async for event in run_events(call, params.id, follower, until_terminal=True):
                 yield event
 
     # -- push notifications (``push_watch``) -------------------------------

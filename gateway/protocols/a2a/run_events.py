@@ -188,13 +188,20 @@ async def _answer(call: SpindleCall, message: Message) -> AsyncGenerator[Event, 
 
 
 async def run_events(
-    call: SpindleCall, task_id: str, follower: RunFollower
+    call: SpindleCall, task_id: str, follower: RunFollower, *, until_terminal: bool = False
 ) -> AsyncIterator[TaskStatusUpdateEvent | TaskArtifactUpdateEvent]:
-    """The run's messages as A2A events, until it asks for input or ends."""
+    """The run's messages as A2A events, until it asks for input or ends.
+
+    Args:
+        until_terminal: go on past a question until the run ends (a
+            subscription, A2A §3.1.6: it ends at a terminal state only).
+    """
     async for message in follower.messages():
         if asks_for_input(message):
             yield input_required_event(task_id, message)
-            return
+            if not until_terminal:
+                return
+            continue
         if message.ends_conversation:
             for event in await final_events(call, task_id, message):
                 yield event
