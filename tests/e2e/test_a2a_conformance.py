@@ -203,3 +203,18 @@ async def test_a_body_that_is_not_json_and_says_so_is_415(
         body = b'{"jsonrpc": "2.0", "id": 5, "method": "GetTask", "params": {"id": "run-x"}}'
         answered = await http.post("/", content=body, headers=form)
     assert answered.status_code == 200 and answered.json()["error"]["code"] == -32001
+
+
+async def test_an_unchanged_task_reads_the_same_twice(
+    stack: SpindleStack, callers: dict[str, Caller], examples: list[str], unique: str
+) -> None:
+    """Two subscribers (or two GetTask calls) of a waiting task see the same
+    status message, id included (the TCK's STREAM-ORDER-003)."""
+    alice = callers["alice"]
+    message = v1_message(f"topic {unique}", unique, metadata={"graph": "approval-flow"})
+    asked = await call(stack, alice, "SendMessage", {"message": message}, v1=True)
+    task_id = asked["result"]["task"]["id"]
+    first = await call(stack, alice, "GetTask", {"id": task_id, "historyLength": 0}, v1=True)
+    second = await call(stack, alice, "GetTask", {"id": task_id, "historyLength": 0}, v1=True)
+    assert first["result"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert first["result"] == second["result"]

@@ -72,13 +72,20 @@ PROGRESS_TYPES = frozenset(
 )
 
 
-def agent_message(task_id: str, text: str, data: Any = None) -> Message:
-    """An agent message of the task: the text, and the data when there is some."""
+def agent_message(
+    task_id: str, text: str, data: Any = None, *, message_id: str | None = None
+) -> Message:
+    """An agent message of the task: the text, and the data when there is some.
+
+    Args:
+        message_id: a stable id for a message read again (a task's status), so
+            two reads of an unchanged task are equal; else a fresh one.
+    """
     parts = [new_text_part(text)]
     if isinstance(data, dict) and data:
         parts.append(new_data_part(data))
     return Message(
-        message_id=uuid.uuid4().hex,
+        message_id=message_id or uuid.uuid4().hex,
         role=Role.ROLE_AGENT,
         parts=parts,
         task_id=task_id,
@@ -117,10 +124,13 @@ def task_from_run(detail: RunDetail, user_id: str | None = None) -> Task:
                 task_id,
                 pending.prompt,
                 {"node_id": pending.node_id, "ui_schema": pending.ui_schema},
+                message_id=f"{task_id}-prompt-{pending.node_id}-{pending.requested_at}",
             )
         )
     elif state == TaskState.TASK_STATE_FAILED:
-        status.message.CopyFrom(agent_message(task_id, detail.error or "the run failed"))
+        status.message.CopyFrom(
+            agent_message(task_id, detail.error or "the run failed", message_id=f"{task_id}-failed")
+        )
     task = Task(id=task_id, context_id=task_id, status=status)
     if state == TaskState.TASK_STATE_COMPLETED:
         task.artifacts.append(result_artifact(detail.output))
