@@ -59,6 +59,8 @@ async def test_get_task_returns_the_history_and_honours_history_length(
     none = await call(stack, alice, "GetTask", {"id": task["id"], "historyLength": 0}, v1=True)
     assert "history" not in none["result"]
 
+    negative = await call(stack, alice, "GetTask", {"id": task["id"], "historyLength": -1}, v1=True)
+    assert negative["error"]["code"] == -32602, negative
     legacy = await call(stack, alice, "tasks/get", {"id": task["id"], "historyLength": 2}, v1=False)
     assert [m["role"] for m in legacy["result"]["history"]] == [
         "user" if m["role"] == "ROLE_USER" else "agent" for m in history[-2:]

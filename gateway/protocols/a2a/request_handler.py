@@ -56,6 +56,7 @@ from a2a.types import (
 from a2a.utils.errors import (
     ExtendedAgentCardNotConfiguredError,
     InternalError,
+    InvalidParamsError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
@@ -104,8 +105,10 @@ class SpindleRequestHandler(RequestHandler):
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
         call = call_of(context)
         owner = await authorize(call, params.id, RunAction.READ)
+        length = _history_length(
+            params.history_length if params.HasField("history_length") else None
+        )
         detail = await describe(call, params.id)
-        length = params.history_length if params.HasField("history_length") else None
         history = [] if length == 0 else await task_history(call, detail)
         return with_history(task_from_run(detail, owner.user_id), history, length)
 
@@ -150,6 +153,10 @@ class SpindleRequestHandler(RequestHandler):
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> Task | Message:
         call = call_of(context)
+        configuration = params.configuration
+        length = None
+        if configuration.HasField("history_length"):
+            length = _history_length(configuration.history_length)  # refused before the run
         events = _with_inline_push(send_events(params, call), params, call, protocol_of(context))
         task: Task | None = None
         try:
@@ -164,10 +171,7 @@ class SpindleRequestHandler(RequestHandler):
             await events.aclose()
         if task is None:
             raise InternalError(message="the run produced no task")
-        configuration = params.configuration
-        if configuration.HasField("history_length"):
-            return limit_history(task, configuration.history_length)
-        return task
+        return task if length is None else limit_history(task, length)
 
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
@@ -246,6 +250,20 @@ class SpindleRequestHandler(RequestHandler):
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext
     ) -> AgentCard:
         raise ExtendedAgentCardNotConfiguredError
+
+
+def _history_length(value: int | None) -> int | None:
+    """A ``historyLength`` as given (None: no limit).
+
+    Raises:
+        InvalidParamsError: a negative one (A2A §3.2.4 counts messages).
+    """
+    if value is not None and value < 0:
+        raise InvalidParamsError(
+            message=f"historyLength must be 0 or more, got {value}",
+            data={"field": "historyLength"},
+        )
+    return value
 
 
 def _push_store(call: SpindleCall) -> PushConfigStore:
