@@ -15,13 +15,15 @@ from spindle.gateway.protocols.jsonrpc.task_execution import settle_terminated_r
 from spindle.shared.contracts.runs import RunStatus
 from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunRecord
+from spindle.shared.tasks.webhooks import Webhooks
 from spindle.shared.temporal.closed_runs import ClosedRunSweep, OnClosed
 
 log = logging.getLogger(__name__)
 
 
 def settle_tasks_hook(state: Any) -> OnClosed:
-    """``on_closed`` for the reconciler: the run's tasks (if any) end with it."""
+    """``on_closed`` for the reconciler: the run's tasks (if any) end with it, and
+    its webhook (``shared.tasks.webhooks``) gets the event."""
 
     async def settle(record: RunRecord | None, status: RunStatus, reason: str) -> None:
         if record is None:
@@ -30,6 +32,20 @@ def settle_tasks_hook(state: Any) -> OnClosed:
             await settle_terminated_run(state, record.tenant_id, record.workflow_id, reason)
         except Exception as exc:
             log.error("run %s closed but its tasks were not updated: %s", record.workflow_id, exc)
+        # No finish_run ran, so the run's webhook hears of its end from here (once:
+        # this hook runs only for the caller that stored the closing message).
+        data = {
+            "run_id": record.run_id,
+            "graph": record.graph_name,
+            "status": status.value,
+            "error": reason,
+        }
+        try:
+            await Webhooks(state.bus.redis).notify(
+                record.workflow_id, status.value, data, occurrence="closed-outside"
+            )
+        except Exception as exc:
+            log.error("run %s closed but its webhook was not queued: %s", record.workflow_id, exc)
 
     return settle
 

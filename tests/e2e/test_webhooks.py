@@ -168,3 +168,37 @@ async def test_bad_webhook_is_422_naming_the_field(
     text = refused.text.lower()
     assert field in text and reason in text, refused.text
     assert "hunter2" not in refused.text, "a secret is never repeated back"
+
+
+async def test_a_run_terminated_from_temporal_sends_terminated(
+    stack: SpindleStack, callers: dict[str, Caller], examples: list[str], unique: str
+) -> None:
+    """No finish_run runs for a run Temporal closed itself: the gateway that
+    notices the close sends the event."""
+    async with (
+        callback_receiver(lambda n: 200) as receiver,
+        client(stack, callers["alice"]) as http,
+    ):
+        started = await http.post(
+            "/runs",
+            json={
+                "graph": "approval-flow",
+                "input": {"topic": f"terminated {unique}"},
+                "webhook": {"url": receiver.url, "events": ["input_required", "terminated"]},
+            },
+        )
+        assert started.status_code == 201, started.text
+        run = started.json()
+        secret = run["webhook"]["secret"]
+        await arrived(receiver, 1)
+        assert verified(receiver, 0, secret)["type"] == "run.input_required"
+        reason = f"operator stopped it {unique}"
+        await stack.temporal.get_workflow_handle(run["workflow_id"]).terminate(reason=reason)
+        # Reading the run is one of the ways the gateway notices the close.
+        described = await http.get(f"/runs/{run['workflow_id']}")
+        assert described.json()["status"] == "terminated", described.text
+        await arrived(receiver, 2)
+    ended = verified(receiver, 1, secret)
+    assert ended["type"] == "run.terminated"
+    assert ended["data"]["status"] == "terminated" and reason in ended["data"]["error"]
+    assert len(receiver.bodies) == 2, "sent once"
