@@ -19,6 +19,7 @@ class CallbackReceiver:
     bodies: list[dict[str, Any]] = field(default_factory=list)
     statuses: list[int] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
+    raw: list[bytes] = field(default_factory=list)
     port: int = 0
 
     @property
@@ -42,6 +43,7 @@ class CallbackReceiver:
                 status = self.answer(len(self.statuses))
                 self.statuses.append(status)
                 self.headers.append(headers)
+                self.raw.append(body)
                 self.bodies.append(orjson.loads(body))
                 writer.write(b"HTTP/1.1 %d X\r\nContent-Length: 0\r\n\r\n" % status)
                 await writer.drain()

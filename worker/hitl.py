@@ -8,6 +8,7 @@ gateway may run the same check to answer early with a 422.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -39,13 +40,35 @@ def single_required_string(schema: dict[str, Any]) -> str | None:
     return name if is_string else None
 
 
+def message_form(schema: dict[str, Any], message: str) -> dict[str, Any] | None:
+    """The message as a form answer when it is a JSON object whose keys are all
+    fields of the prompt (``'{"decision": "approve", "note": "ok"}'``), else None.
+
+    Clients that only send text (A2A, chat boxes) answer a multi-field form this
+    way. Requiring every key to name a field keeps a one-string prompt's answer
+    that merely looks like JSON as text.
+    """
+    text = message.strip()
+    properties = schema.get("properties")
+    if not text.startswith("{") or not isinstance(properties, dict):
+        return None
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(parsed, dict) or not parsed or not set(parsed) <= set(properties):
+        return None
+    return parsed
+
+
 def resolve_answer(pending: PendingInput, user_input: UserInput) -> dict[str, Any]:
     """The answer object for ``pending`` from ``user_input``, validated.
 
     ``user_input.data`` is the structured answer. When only ``message`` is sent
-    and the prompt's schema has exactly one required string property, the message
-    fills it; a message with no data for any other schema is validated as an empty
-    object, so the error names the required fields.
+    and it is a JSON object of the prompt's fields, it is the answer
+    (:func:`message_form`); else when the prompt's schema has exactly one required
+    string property, the message fills it; a message with no data for any other
+    schema is validated as an empty object, so the error names the required fields.
 
     Returns:
         The answer object, valid against ``pending.ui_schema``.
@@ -63,7 +86,9 @@ def resolve_answer(pending: PendingInput, user_input: UserInput) -> dict[str, An
             answer[key] = user_input.message
     elif user_input.message is not None:
         key = single_required_string(schema)
-        answer = {key: user_input.message} if key is not None else {}
+        answer = message_form(schema, user_input.message) or (
+            {key: user_input.message} if key is not None else {}
+        )
     else:
         raise InputInvalid(
             f"prompt '{pending.node_id}': empty answer: send a message or data",

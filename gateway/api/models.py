@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from spindle.shared.contracts.budgets import (
     RUN_DEADLINE_MAX_SECONDS,
@@ -15,7 +15,51 @@ from spindle.shared.contracts.budgets import (
     RunBudget,
 )
 from spindle.shared.contracts.runs import NodeReport, PendingInput
+from spindle.shared.platform.webhook_signature import secret_key
 from spindle.shared.store.archive import RunRecord
+from spindle.shared.tasks.webhooks import WEBHOOK_EVENTS, WebhookEvent
+
+
+class RunWebhook(BaseModel):
+    """Where to POST the run's completion, failure or question (docs/protocols.md
+    "Completion webhooks"); signed per the Standard Webhooks convention."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(
+        min_length=1,
+        max_length=2048,
+        pattern=r"^https?://",
+        description="an absolute http(s) URL the outbound policy allows",
+    )
+    events: list[WebhookEvent] = Field(
+        default_factory=lambda: list(WEBHOOK_EVENTS),  # type: ignore[arg-type]
+        min_length=1,
+        max_length=len(WEBHOOK_EVENTS),
+        description="which events to send (default: all)",
+    )
+    secret: str | None = Field(
+        None,
+        max_length=200,
+        description="your signing secret (whsec_ + base64 of 24-64 bytes); when left out, "
+        "one is generated and returned once, in this request's response",
+    )
+
+    @field_validator("secret")
+    @classmethod
+    def _secret_is_whsec(cls, value: str | None) -> str | None:
+        if value is not None:
+            secret_key(value)  # ValueError → 422 naming webhook.secret
+        return value
+
+
+class WebhookCreated(BaseModel):
+    """The run's webhook as registered. ``secret`` is shown in full once, when the
+    gateway generated it; a secret you gave (or a replayed start) shows masked."""
+
+    url: str
+    events: list[WebhookEvent]
+    secret: str
 
 
 class StartRunRequest(BaseModel):
@@ -58,6 +102,9 @@ class StartRunRequest(BaseModel):
         description="on the run's cancel or deadline: stop its running workstreams "
         "(cancel_children) or let them finish first (let_finish)",
     )
+    webhook: RunWebhook | None = Field(
+        None, description="POST the run's completion, failure or question to this URL"
+    )
 
     @model_validator(mode="after")
     def _exactly_one_graph(self) -> StartRunRequest:
@@ -75,6 +122,7 @@ class StartRunResponse(BaseModel):
     updates_url: str = Field(description="the run's message history (gzip JSON)")
     status_url: str
     temporal_ui_url: str
+    webhook: WebhookCreated | None = None
 
 
 class RunList(BaseModel):

@@ -16,15 +16,17 @@ from spindle.gateway.runs.children import cancel_children, open_children
 from spindle.shared.contracts.runs import RunStatus
 from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunRecord
+from spindle.shared.tasks.webhooks import Webhooks
 from spindle.shared.temporal.closed_runs import ClosedRunSweep, OnClosed
 
 log = logging.getLogger(__name__)
 
 
 def settle_tasks_hook(state: Any) -> OnClosed:
-    """``on_closed`` for the reconciler: the run's tasks (if any) end with it, and so
-    do its open workstreams when Temporal closed it without running its code
-    (terminate from the Temporal UI or CLI, a timeout): children are ABANDON."""
+    """``on_closed`` for the reconciler: the run's tasks (if any) end with it, so do
+    its open workstreams when Temporal closed it without running its code (terminate
+    from the Temporal UI or CLI, a timeout: children are ABANDON), and its webhook
+    (``shared.tasks.webhooks``) gets the event."""
 
     async def settle(record: RunRecord | None, status: RunStatus, reason: str) -> None:
         if record is not None and status in (RunStatus.TERMINATED, RunStatus.TIMED_OUT):
@@ -36,6 +38,20 @@ def settle_tasks_hook(state: Any) -> OnClosed:
             await settle_terminated_run(state, record.tenant_id, record.workflow_id, reason)
         except Exception as exc:
             log.error("run %s closed but its tasks were not updated: %s", record.workflow_id, exc)
+        # No finish_run ran, so the run's webhook hears of its end from here (once:
+        # this hook runs only for the caller that stored the closing message).
+        data = {
+            "run_id": record.run_id,
+            "graph": record.graph_name,
+            "status": status.value,
+            "error": reason,
+        }
+        try:
+            await Webhooks(state.bus.redis).notify(
+                record.workflow_id, status.value, data, occurrence="closed-outside"
+            )
+        except Exception as exc:
+            log.error("run %s closed but its webhook was not queued: %s", record.workflow_id, exc)
 
     return settle
 

@@ -29,7 +29,12 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
-from spindle.gateway.api.models import StartRunRequest, StartRunResponse
+from spindle.gateway.api.models import (
+    RunWebhook,
+    StartRunRequest,
+    StartRunResponse,
+    WebhookCreated,
+)
 from spindle.gateway.limits.tenant_limits import TenantLimits
 from spindle.gateway.runs.catalog_cache import CatalogCache
 from spindle.gateway.runs.temporal import (
@@ -41,7 +46,7 @@ from spindle.gateway.runs.temporal import (
 )
 from spindle.gateway.runs.temporal_errors import temporal_error
 from spindle.shared.bus.message_bus import MessageBus
-from spindle.shared.contracts.errors import NotFound
+from spindle.shared.contracts.errors import NotFound, OutboundRefused
 from spindle.shared.contracts.graph_spec import GraphSpec
 from spindle.shared.contracts.runs import GRAPH_RUN_WORKFLOW, GraphRunInput, RunStatus
 from spindle.shared.graphs.structure import parse_graph
@@ -51,7 +56,9 @@ from spindle.shared.platform.mcp_servers import check_graph_mcp_servers
 from spindle.shared.platform.outbound import outbound_policy
 from spindle.shared.platform.settings import Settings
 from spindle.shared.platform.telemetry import current_trace_ids, current_traceparent
+from spindle.shared.platform.webhook_signature import MASKED_SECRET, new_secret
 from spindle.shared.store.archive import RunArchive, RunRecord
+from spindle.shared.tasks.webhooks import WebhookConfig, Webhooks
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +188,10 @@ async def start_run(
     )
     spec = run_input.graph
     workflow_id = new_workflow_id(tenant_id, idempotency_key)
+    webhook = None
+    if body.webhook is not None:
+        # Before the start, so that no event of the run can come before it.
+        webhook = await register_webhook(body.webhook, workflow_id, tenant_id, bus, settings)
     try:
         handle = await start_workflow(
             temporal, run_input, workflow_id, settings, permit, idempotent=bool(idempotency_key)
@@ -188,7 +199,8 @@ async def start_run(
     except WorkflowAlreadyStartedError as exc:
         # A retried POST whose run already finished: answer with that run.
         run_id = exc.run_id or ""
-        return _response(settings, base_url, workflow_id, run_id), False
+        replayed = _response(settings, base_url, workflow_id, run_id)
+        return replayed.model_copy(update={"webhook": webhook}), False
     except RPCError as exc:
         raise temporal_error(exc) from exc
 
@@ -198,6 +210,7 @@ async def start_run(
     start_reply = getattr(handle, "_start_workflow_response", None)
     started = bool(getattr(start_reply, "started", True))
     response = _response(settings, base_url, workflow_id, run_id)
+    response.webhook = webhook
     if started:
         metrics.run_started()
         await _record_start(
@@ -210,6 +223,33 @@ async def start_run(
             response=response,
         )
     return response, started
+
+
+async def register_webhook(
+    requested: RunWebhook, workflow_id: str, tenant_id: str, bus: MessageBus, settings: Settings
+) -> WebhookCreated:
+    """Check the webhook's URL against the outbound policy and store it for the
+    run (``shared.tasks.webhooks``); the secret is generated when not given.
+
+    Raises:
+        OutboundRefused: the policy refuses the URL (422 naming ``webhook.url``).
+    """
+    policy = outbound_policy(settings)
+    try:
+        await policy.check_registration(requested.url)
+    except OutboundRefused as exc:
+        reason = (exc.errors[0].get("reason") if exc.errors else None) or exc.detail
+        raise OutboundRefused(
+            f"webhook.url: {exc.detail}", errors=[{"field": "webhook.url", "reason": reason}]
+        ) from exc
+    secret = requested.secret or new_secret()
+    config = WebhookConfig(
+        url=requested.url, tenant_id=tenant_id, signing_secret=secret, events=requested.events
+    )
+    stored = await Webhooks(bus.redis).register(workflow_id, config)
+    # The secret is shown once: only when generated here and stored now.
+    shown = secret if stored and requested.secret is None else MASKED_SECRET
+    return WebhookCreated(url=requested.url, events=requested.events, secret=shown)
 
 
 async def start_workflow(

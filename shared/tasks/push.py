@@ -52,6 +52,7 @@ from spindle.shared.platform.outbound import (
     guarded_client,
     loggable_url,
 )
+from spindle.shared.platform.webhook_signature import signature_headers
 from spindle.shared.tasks.events import TaskEvent
 
 if TYPE_CHECKING:
@@ -119,6 +120,11 @@ class PushConfig(BaseModel):
     token: str | None = Field(None, description="sent as 'Authorization: Bearer <token>'")
     method: Literal["POST"] = "POST"
     tenant_id: str | None = Field(None, description="set by the gateway: fairness across tenants")
+    signing_secret: str | None = Field(
+        None,
+        description="set by the gateway for run webhooks: each POST is signed "
+        "(shared.platform.webhook_signature)",
+    )
 
     def request_headers(self) -> dict[str, str]:
         own = {k: v for k, v in self.headers.items() if k.lower() not in FORBIDDEN_HEADERS}
@@ -134,6 +140,9 @@ class PushJob(BaseModel):
     event: TaskEvent | None = None
     payload: dict[str, Any] | None = Field(None, description="a ready body (A2A pushes)")
     attempts: int = 0
+    message_id: str | None = Field(
+        None, description="the webhook-id of a signed delivery, the same on every retry"
+    )
 
     def body(self) -> dict[str, Any]:
         """Seed 003's callback body (the event data plus its type), or the ready payload."""
@@ -164,7 +173,8 @@ def push_config_of(
         if raw is None:
             continue
         try:
-            config = PushConfig.model_validate(raw)
+            # Only the gateway signs (run webhooks): a caller cannot set the secret here.
+            config = PushConfig.model_validate(raw).model_copy(update={"signing_secret": None})
         except ValidationError as exc:
             first = exc.errors()[0]
             field = ".".join(str(p) for p in first["loc"])
@@ -483,12 +493,16 @@ class PushOutbox:
 
     async def _post(self, client: httpx.AsyncClient, config: PushConfig, job: PushJob) -> bool:
         shown = loggable_url(config.url)
+        body = orjson.dumps(job.body())
+        headers = config.request_headers()
+        if config.signing_secret and job.message_id:
+            # Signed per attempt: the timestamp is this attempt's, the id the event's.
+            headers.update(
+                signature_headers(config.signing_secret, job.message_id, int(time.time()), body)
+            )
         try:
             reply = await client.post(
-                config.url,
-                content=orjson.dumps(job.body()),
-                headers=config.request_headers(),
-                timeout=self.limits.timeout_seconds,
+                config.url, content=body, headers=headers, timeout=self.limits.timeout_seconds
             )
         except OutboundRefused as exc:
             logger.warning("push to %s refused by the outbound policy: %s", shown, exc.detail)

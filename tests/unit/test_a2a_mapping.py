@@ -68,7 +68,7 @@ def test_completed_output_is_the_result_artifact_and_error_the_status_message() 
     )
     [artifact] = done.artifacts
     assert artifact.name == "result" and get_data_parts(artifact.parts) == [{"n": 2.0}]
-    assert MessageToDict(done.metadata)["user_id"] == "alice"
+    assert MessageToDict(done.metadata)["userId"] == "alice"
 
     failed = task_from_run(RunDetail(workflow_id="run-2", status="failed", error="boom"))
     assert get_text_parts(failed.status.message.parts) == ["boom"]

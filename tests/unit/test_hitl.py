@@ -201,3 +201,19 @@ def test_a_schema_that_allows_more_fields_gets_them(allows: dict[str, Any]) -> N
         pending({**OPEN_SCHEMA, **allows}), UserInput(data={"decision": "y", "x_n": 1})
     )
     assert answer == {"decision": "y", "x_n": 1}
+
+
+def test_a_message_that_is_a_json_object_answers_a_multi_field_form() -> None:
+    message = '{"decision": "approve", "comment": "ship it"}'
+    answer = resolve_answer(pending(APPROVAL_SCHEMA), UserInput(message=message))
+    assert answer == {"decision": "approve", "comment": "ship it"}
+    error = rejection(APPROVAL_SCHEMA, UserInput(message='{"decision": "maybe"}'))
+    assert [(e["field"], e["rule"]) for e in error.errors] == [("decision", "enum")]
+
+
+def test_a_message_that_only_looks_like_json_stays_text() -> None:
+    schema = default_ui_schema("ask", "Paste the config")
+    for text in ('{"not_a_field": 1}', "{broken", "{}"):
+        assert resolve_answer(pending(schema, "ask"), UserInput(message=text)) == {
+            "ask_response": text
+        }

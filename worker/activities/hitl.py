@@ -24,6 +24,7 @@ from spindle.worker.activities.recorder import (
     input_envelope,
     output_envelope,
 )
+from spindle.worker.activities.run_webhooks import notify_webhook
 from spindle.worker.activities.task_sync import TaskSync
 from spindle.worker.contracts import (
     ACCEPT_INPUT,
@@ -72,6 +73,10 @@ class HitlActivities:
         )
         await poster.archive()
         await self.tasks.node_started(execution)
+        prompt = pending.model_dump(mode="json", include={"node_id", "prompt", "ui_schema"})
+        await notify_webhook(
+            self.bus, execution.run, "input_required", {"status": "paused", "input": prompt}
+        )
         return Empty()
 
     @activity.defn(name=ACCEPT_INPUT)

@@ -9,8 +9,10 @@ from temporalio import activity
 from spindle.shared.contracts.messages import AgentMessageType
 from spindle.shared.contracts.runs import RunStatus
 from spindle.shared.platform import metrics
+from spindle.shared.tasks.webhooks import bounded_output
 from spindle.worker.activities.poster import MessagePoster
 from spindle.worker.activities.recorder import RunRecorder, summarize
+from spindle.worker.activities.run_webhooks import notify_webhook
 from spindle.worker.activities.task_sync import TaskSync
 from spindle.worker.contracts import FINISH_RUN, POST_MESSAGE, Empty, RunFinish, RunNotice
 
@@ -67,6 +69,7 @@ class LifecycleActivities:
         await poster.archive()
         # Task runs: every task still active gets its end, the root the run's.
         await self.tasks.run_finished(finish.run, status=status.value, error=finish.error)
+        await notify_webhook(self.bus, finish.run, status.value, _outcome(finish))
         # Last, so that a retried attempt that failed before here is not counted twice.
         metrics.run_finished(finish.run.workflow_id, status.value)
         return Empty()
@@ -78,3 +81,13 @@ class LifecycleActivities:
         await poster.post(AgentMessageType(notice.type), notice.text, details=notice.details)
         await poster.archive()
         return Empty()
+
+
+def _outcome(finish: RunFinish) -> dict[str, Any]:
+    """What a run's closing webhook says besides its ids."""
+    data: dict[str, Any] = {"status": finish.status.value}
+    if finish.status == RunStatus.COMPLETED:
+        data.update(bounded_output(finish.output))
+    elif finish.error:
+        data["error"] = finish.error
+    return data

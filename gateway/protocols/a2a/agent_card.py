@@ -13,8 +13,12 @@ offered (``capabilities.pushNotifications``: ``spindle.gateway.protocols.a2a.pus
 
 from __future__ import annotations
 
-from typing import Any
+import hashlib
+import time
+from email.utils import formatdate
+from typing import Annotated, Any
 
+import orjson
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.types import (
     AgentCapabilities,
@@ -34,8 +38,8 @@ from a2a.utils.constants import (
     PROTOCOL_VERSION_1_0,
     TransportProtocol,
 )
-from fastapi import APIRouter
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Header
+from fastapi.responses import JSONResponse, Response
 
 from spindle.gateway.api.deps import BaseUrlDep
 
@@ -131,9 +135,36 @@ def card_json(base_url: str) -> dict[str, Any]:
     return agent_card_to_dict(build_card(base_url))
 
 
-async def get_agent_card(base_url: BaseUrlDep) -> JSONResponse:
-    """Spindle's A2A agent card (public, no credentials needed)."""
-    return JSONResponse(card_json(base_url))
+# A2A §8.6 asks card servers for HTTP caching: the card changes only with a
+# release or the public URL, so clients may keep it for an hour and revalidate
+# with If-None-Match (the ETag is a hash of the exact bytes served).
+CACHE_CONTROL = "public, max-age=3600"
+# The card is built from code and settings fixed for the process's life.
+LAST_MODIFIED = formatdate(time.time(), usegmt=True)
+
+
+def _etag(body: bytes) -> str:
+    return '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+
+
+def _matches(if_none_match: str | None, etag: str) -> bool:
+    if not if_none_match:
+        return False
+    tags = {tag.strip().removeprefix("W/") for tag in if_none_match.split(",")}
+    return "*" in tags or etag in tags
+
+
+async def get_agent_card(
+    base_url: BaseUrlDep, if_none_match: Annotated[str | None, Header()] = None
+) -> Response:
+    """Spindle's A2A agent card (public, no credentials needed); 304 when the
+    client's ``If-None-Match`` holds the current ETag."""
+    body = orjson.dumps(card_json(base_url))
+    etag = _etag(body)
+    headers = {"ETag": etag, "Cache-Control": CACHE_CONTROL, "Last-Modified": LAST_MODIFIED}
+    if _matches(if_none_match, etag):
+        return Response(status_code=304, headers=headers)
+    return Response(body, media_type="application/json", headers=headers)
 
 
 for _path in CARD_PATHS:
@@ -143,4 +174,5 @@ for _path in CARD_PATHS:
         methods=["GET"],
         summary="The A2A agent card",
         response_class=JSONResponse,
+        responses={304: {"description": "the card has not changed (If-None-Match)"}},
     )

@@ -43,6 +43,7 @@ from spindle.gateway.api.deps import base_url
 from spindle.gateway.limits.tenant_limits import TenantLimits
 from spindle.gateway.protocols.a2a.request_handler import SpindleRequestHandler
 from spindle.gateway.protocols.a2a.spindle_call import CALL_KEY, SpindleCall
+from spindle.gateway.protocols.a2a.v03_adapter import SpindleJSONRPC03Adapter
 from spindle.gateway.protocols.jsonrpc.registry import set_a2a_bridge
 from spindle.shared.contracts.errors import RateLimited, Unavailable
 from spindle.shared.contracts.identity import Identity
@@ -123,6 +124,12 @@ class A2ABridge:
             SpindleRequestHandler(),
             context_builder=SpindleContextBuilder(),
             enable_v0_3_compat=True,
+        )
+        # The SDK's 0.3 adapter answers bad params and push-config deletes against
+        # the protocol (v03_adapter): ours replaces it. The dispatcher offers no
+        # hook for this, hence the private attribute.
+        self.dispatcher._v03_adapter = SpindleJSONRPC03Adapter(
+            SpindleRequestHandler(), context_builder=SpindleContextBuilder()
         )
         self._app: Starlette | None = None
 

@@ -15,10 +15,11 @@ operation checks the caller's tenant like the REST routes do.
   through ``run_starter.start_run`` as ``POST /runs`` does;
 - send / stream with the ``taskId`` of a run waiting for input: the message is
   the ``UserInput`` answer (``signals.deliver_signal``) and the run resumes;
-- a blocking send returns when the run ends or asks for input; a stream ends
-  there too;
-- get, cancel and subscribe address the run by its workflow id; list reads the
-  tenant's runs from the archive;
+- a blocking send returns when the run ends or asks for input; a send's stream
+  ends there too, a subscription only when the run ends;
+- get, cancel and subscribe address the run by its workflow id (get with the
+  run's conversation as ``history``: ``task_history``); list reads the tenant's
+  runs from the archive;
 - push notification configs (set / get / list / delete, or inline in a send)
   are stored per task after the same tenant check (``push_watch``).
 """
@@ -55,6 +56,7 @@ from a2a.types import (
 from a2a.utils.errors import (
     ExtendedAgentCardNotConfiguredError,
     InternalError,
+    InvalidParamsError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
@@ -77,9 +79,9 @@ from spindle.gateway.protocols.a2a.spindle_call import (
     follower_of,
     wait_closed,
 )
+from spindle.gateway.protocols.a2a.task_history import limit_history, task_history, with_history
 from spindle.gateway.protocols.a2a.task_listing import list_tasks
 from spindle.gateway.protocols.a2a.task_mapping import (
-    STOPPING_STATES,
     TERMINAL_STATES,
     task_from_run,
 )
@@ -103,7 +105,12 @@ class SpindleRequestHandler(RequestHandler):
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
         call = call_of(context)
         owner = await authorize(call, params.id, RunAction.READ)
-        return task_from_run(await describe(call, params.id), owner.user_id)
+        length = _history_length(
+            params.history_length if params.HasField("history_length") else None
+        )
+        detail = await describe(call, params.id)
+        history = [] if length == 0 else await task_history(call, detail)
+        return with_history(task_from_run(detail, owner.user_id), history, length)
 
     async def on_list_tasks(
         self, params: ListTasksRequest, context: ServerCallContext
@@ -146,6 +153,10 @@ class SpindleRequestHandler(RequestHandler):
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> Task | Message:
         call = call_of(context)
+        configuration = params.configuration
+        length = None
+        if configuration.HasField("history_length"):
+            length = _history_length(configuration.history_length)  # refused before the run
         events = _with_inline_push(send_events(params, call), params, call, protocol_of(context))
         task: Task | None = None
         try:
@@ -160,7 +171,7 @@ class SpindleRequestHandler(RequestHandler):
             await events.aclose()
         if task is None:
             raise InternalError(message="the run produced no task")
-        return task
+        return task if length is None else limit_history(task, length)
 
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
@@ -183,9 +194,9 @@ class SpindleRequestHandler(RequestHandler):
                     message=f"task '{params.id}' has already finished: nothing to subscribe to"
                 )
             yield task
-            if task.status.state in STOPPING_STATES:
-                return
-            async for event in run_events(call, params.id, follower):
+            # A2A §3.1.6: a subscription ends at a terminal state, so it follows
+            # the run through its questions (a send's stream stops at each).
+            async for event in run_events(call, params.id, follower, until_terminal=True):
                 yield event
 
     # -- push notifications (``push_watch``) -------------------------------
@@ -239,6 +250,20 @@ class SpindleRequestHandler(RequestHandler):
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext
     ) -> AgentCard:
         raise ExtendedAgentCardNotConfiguredError
+
+
+def _history_length(value: int | None) -> int | None:
+    """A ``historyLength`` as given (None: no limit).
+
+    Raises:
+        InvalidParamsError: a negative one (A2A §3.2.4 counts messages).
+    """
+    if value is not None and value < 0:
+        raise InvalidParamsError(
+            message=f"historyLength must be 0 or more, got {value}",
+            data={"field": "historyLength"},
+        )
+    return value
 
 
 def _push_store(call: SpindleCall) -> PushConfigStore:

@@ -21,6 +21,7 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 from a2a.utils.errors import (
+    ContentTypeNotSupportedError,
     InternalError,
     InvalidParamsError,
     TaskNotFoundError,
@@ -61,6 +62,7 @@ DEFAULT_GRAPH = "research-agent"
 async def send_events(params: SendMessageRequest, call: SpindleCall) -> AsyncGenerator[Event, None]:
     """The events of a send: a new run, or the answer to a waiting one."""
     message = params.message
+    check_media_types(message)
     if message.task_id:
         async for event in _answer(call, message):
             yield event
@@ -74,6 +76,37 @@ async def send_events(params: SendMessageRequest, call: SpindleCall) -> AsyncGen
     async with follower_of(call, workflow_id) as follower:
         async for event in run_events(call, workflow_id, follower):
             yield event
+
+
+# What a message part may carry (the agent card's defaultInputModes): text and
+# JSON data. Files are uploaded over REST (POST /files), not sent as A2A parts.
+ACCEPTED_MEDIA_TYPES = ("text/plain", "application/json")
+
+
+def _readable(kind: str | None, media_type: str) -> bool:
+    if kind == "text":
+        return not media_type or media_type.startswith("text/")
+    if kind == "data":
+        return not media_type or media_type == "application/json" or media_type.endswith("+json")
+    return False  # raw bytes or a URL: a file
+
+
+def check_media_types(message: Message) -> None:
+    """Refuse a part the agent cannot read, as A2A §3.1.1 asks.
+
+    Raises:
+        ContentTypeNotSupportedError: a file part (raw bytes or a URL), a text
+            part that is not ``text/*`` or a data part that is not JSON.
+    """
+    for index, part in enumerate(message.parts):
+        media_type = part.media_type.split(";")[0].strip().lower()
+        if not _readable(part.WhichOneof("content"), media_type):
+            shown = media_type or "application/octet-stream"
+            raise ContentTypeNotSupportedError(
+                message=f"message part {index}: media type '{shown}' is not supported "
+                f"(accepted: {', '.join(ACCEPTED_MEDIA_TYPES)})",
+                data={"field": f"message.parts[{index}]", "mediaType": shown},
+            )
 
 
 async def _start(
@@ -155,13 +188,20 @@ async def _answer(call: SpindleCall, message: Message) -> AsyncGenerator[Event, 
 
 
 async def run_events(
-    call: SpindleCall, task_id: str, follower: RunFollower
+    call: SpindleCall, task_id: str, follower: RunFollower, *, until_terminal: bool = False
 ) -> AsyncIterator[TaskStatusUpdateEvent | TaskArtifactUpdateEvent]:
-    """The run's messages as A2A events, until it asks for input or ends."""
+    """The run's messages as A2A events, until it asks for input or ends.
+
+    Args:
+        until_terminal: go on past a question until the run ends (a
+            subscription, A2A §3.1.6: it ends at a terminal state only).
+    """
     async for message in follower.messages():
         if asks_for_input(message):
             yield input_required_event(task_id, message)
-            return
+            if not until_terminal:
+                return
+            continue
         if message.ends_conversation:
             for event in await final_events(call, task_id, message):
                 yield event

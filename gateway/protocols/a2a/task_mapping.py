@@ -5,8 +5,9 @@ other Spindle route addresses), and so is its ``contextId``: seed 003 maps its
 own task id to ``context_id`` and calls the A2A ``id`` the execution instance;
 a Spindle run is both at once. ``status.state`` follows the run's status, the
 run's output is the ``result`` artifact, its error is ``status.message`` and
-its owner is ``metadata.user_id``. Every task and event carries
-``metadata.protocol = "a2a"`` (seed 003 MUST).
+its owner is ``metadata.userId``. Every task and event carries
+``metadata.protocol = "a2a"`` (seed 003 MUST). Metadata keys are camelCase like
+every other A2A JSON member (``rootTaskId``, ``userId``, ``runId``).
 """
 
 from __future__ import annotations
@@ -71,13 +72,20 @@ PROGRESS_TYPES = frozenset(
 )
 
 
-def agent_message(task_id: str, text: str, data: Any = None) -> Message:
-    """An agent message of the task: the text, and the data when there is some."""
+def agent_message(
+    task_id: str, text: str, data: Any = None, *, message_id: str | None = None
+) -> Message:
+    """An agent message of the task: the text, and the data when there is some.
+
+    Args:
+        message_id: a stable id for a message read again (a task's status), so
+            two reads of an unchanged task are equal; else a fresh one.
+    """
     parts = [new_text_part(text)]
     if isinstance(data, dict) and data:
         parts.append(new_data_part(data))
     return Message(
-        message_id=uuid.uuid4().hex,
+        message_id=message_id or uuid.uuid4().hex,
         role=Role.ROLE_AGENT,
         parts=parts,
         task_id=task_id,
@@ -86,9 +94,9 @@ def agent_message(task_id: str, text: str, data: Any = None) -> Message:
 
 
 def task_metadata(task_id: str, user_id: str | None, graph: str | None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"protocol": PROTOCOL, "root_task_id": task_id}
+    meta: dict[str, Any] = {"protocol": PROTOCOL, "rootTaskId": task_id}
     if user_id:
-        meta["user_id"] = user_id
+        meta["userId"] = user_id
     if graph:
         meta["graph"] = graph
     return meta
@@ -116,16 +124,19 @@ def task_from_run(detail: RunDetail, user_id: str | None = None) -> Task:
                 task_id,
                 pending.prompt,
                 {"node_id": pending.node_id, "ui_schema": pending.ui_schema},
+                message_id=f"{task_id}-prompt-{pending.node_id}-{pending.requested_at}",
             )
         )
     elif state == TaskState.TASK_STATE_FAILED:
-        status.message.CopyFrom(agent_message(task_id, detail.error or "the run failed"))
+        status.message.CopyFrom(
+            agent_message(task_id, detail.error or "the run failed", message_id=f"{task_id}-failed")
+        )
     task = Task(id=task_id, context_id=task_id, status=status)
     if state == TaskState.TASK_STATE_COMPLETED:
         task.artifacts.append(result_artifact(detail.output))
     task.metadata.update(task_metadata(task_id, user_id, detail.graph_name))
     if detail.run_id:
-        task.metadata.update({"run_id": detail.run_id})
+        task.metadata.update({"runId": detail.run_id})
     return task
 
 
@@ -135,7 +146,7 @@ def status_event(task_id: str, state: TaskState, message: Message | None) -> Tas
     )
     if message is not None:
         event.status.message.CopyFrom(message)
-    event.metadata.update({"protocol": PROTOCOL, "root_task_id": task_id})
+    event.metadata.update({"protocol": PROTOCOL, "rootTaskId": task_id})
     return event
 
 
@@ -143,7 +154,7 @@ def artifact_event(task_id: str, output: Any) -> TaskArtifactUpdateEvent:
     event = TaskArtifactUpdateEvent(
         task_id=task_id, context_id=task_id, artifact=result_artifact(output), last_chunk=True
     )
-    event.metadata.update({"protocol": PROTOCOL, "root_task_id": task_id})
+    event.metadata.update({"protocol": PROTOCOL, "rootTaskId": task_id})
     return event
 
 

@@ -27,6 +27,7 @@ from spindle.gateway.protocols.jsonrpc.protocol import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
+    PARSE_ERROR,
     Call,
     Rejected,
     error_from_exception,
@@ -59,10 +60,25 @@ async def caller(request: Request) -> Identity | None:
         return None
 
 
+def _not_json(request: Request) -> bool:
+    """A Content-Type header is sent and it is not JSON."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    return bool(kind) and kind != "application/json" and not kind.endswith("+json")
+
+
 async def answer(request: Request) -> Response:
     """The HTTP response to a JSON-RPC body on ``request``."""
     parsed = parse_body(await request.body())
     if parsed.error is not None:
+        if parsed.error["error"]["code"] == PARSE_ERROR and _not_json(request):
+            # A body that is not JSON and says so: the HTTP answer (the A2A TCK
+            # accepts it; -32005 would be seed 003's RateLimited).
+            return Response(
+                "Content-Type must be application/json",
+                status_code=415,
+                media_type="text/plain",
+                headers={"Accept": "application/json"},
+            )
         return json_response(parsed.error)
     cap = request.app.state.settings.jsonrpc_max_batch
     if parsed.batch and len(parsed.members) > cap:
