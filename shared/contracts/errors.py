@@ -30,7 +30,8 @@ Each class's ``ApplicationError`` type is its own name::
     │   ├── NotWaiting               409   -32000   not waiting for that input
     │   ├── RunFinishing             409   -32000   launches no more workstreams
     │   ├── WorkstreamFinished       409   -32000   the workstream has ended
-    │   └── WorkstreamNotInteractive 409   -32000   the workstream takes no messages
+    │   ├── WorkstreamNotInteractive 409   -32000   the workstream takes no messages
+│   └── ConversationBusy         409   -32000   the conversation has a run going
     ├── Unauthorized                 401   -32004   missing or bad credentials
     │   └── Forbidden                403   -32004   action not allowed on a visible run
     │                                               (other tenants' runs: NotFound)
@@ -42,6 +43,7 @@ Each class's ``ApplicationError`` type is its own name::
     ├── RunFailed                    500   -32603   a run ended in failure
     │   ├── NodeFailed               500   -32603   a node failed for good
     │   └── AgentMaxTurns            500   -32603   no final answer within max_turns
+    ├── AttemptSuperseded            500   -32603   a newer attempt of the activity runs
     ├── ToolError                    500   -32603   a tool refused its arguments or failed
     └── LlmRefused                   502   -32603   the LLM provider refused the request
         ├── LlmAuthenticationError   502   -32603   it refused the credentials
@@ -257,6 +259,10 @@ class WorkstreamNotInteractive(Conflict):
     """The workstream takes no messages."""
 
 
+class ConversationBusy(Conflict):
+    """The conversation has a run going and the start asked ``if_busy: reject``."""
+
+
 class Unauthorized(SpindleError):
     """Missing or bad credentials."""
 
@@ -336,6 +342,13 @@ class NodeFailed(RunFailed):
 
 class AgentMaxTurns(RunFailed):
     """An agent still asked for tools after ``max_turns`` turns."""
+
+
+class AttemptSuperseded(SpindleError):
+    """A newer attempt of this activity has started (this one's worker was lost
+    past the heartbeat timeout): this attempt's results are refused."""
+
+    non_retryable = True
 
 
 class ToolError(SpindleError):
