@@ -93,7 +93,10 @@ class MessagePoster:
         self._fence: str | None = None
         if info is not None and not info.is_local:
             self._fence = fence_key(
-                run.stream_id, info.workflow_id, info.workflow_run_id, info.activity_id
+                run.stream_id,
+                info.workflow_id or run.workflow_id,
+                info.workflow_run_id or run.run_id,
+                info.activity_id,
             )
         self._claimed = False
         self.stored: list[StoredMessage] = []
