@@ -5,8 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from spindle.shared.contracts.conversations import (
+    CONVERSATION_ID_PATTERN,
+    ConversationRuns,
+    IfBusy,
+)
 from spindle.shared.contracts.runs import NodeReport, PendingInput
 from spindle.shared.store.archive import RunRecord
 
@@ -35,6 +40,28 @@ class StartRunRequest(BaseModel):
         default_factory=dict, description="metadata propagated from node to node"
     )
 
+    # Busy-run policies (docs/conversations.md).
+    conversation_id: str | None = Field(
+        None,
+        pattern=CONVERSATION_ID_PATTERN,
+        description="the conversation the run belongs to: its runs run one at a time",
+    )
+    if_busy: IfBusy | None = Field(
+        None,
+        description="when the conversation has a run going: reject (409, the default), "
+        "enqueue (start after it, in order), interrupt (cancel it gracefully, then start) "
+        "or rollback (terminate it, leave it out of the conversation's history, then start)",
+    )
+
+    @field_validator("if_busy")
+    @classmethod
+    def _if_busy_needs_a_conversation(
+        cls, value: IfBusy | None, info: ValidationInfo
+    ) -> IfBusy | None:
+        if value is not None and info.data.get("conversation_id") is None:
+            raise ValueError("if_busy applies to a run of a conversation: give conversation_id")
+        return value
+
     @model_validator(mode="after")
     def _exactly_one_graph(self) -> StartRunRequest:
         if (self.graph is None) == (self.graph_spec is None):
@@ -51,6 +78,17 @@ class StartRunResponse(BaseModel):
     updates_url: str = Field(description="the run's message history (gzip JSON)")
     status_url: str
     temporal_ui_url: str
+    conversation_id: str | None = Field(None, description="the conversation of the run")
+    state: Literal["started", "queued"] = Field(
+        "started", description="queued: its conversation has a run going; it starts after"
+    )
+    position: int | None = Field(
+        None, description="queued: how many runs of the conversation start before it"
+    )
+
+
+class ConversationRunList(ConversationRuns):
+    """``GET /conversations/{id}/runs``: the conversation's runs, oldest first."""
 
 
 class RunList(BaseModel):
