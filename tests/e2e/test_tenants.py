@@ -50,6 +50,8 @@ TENANT_SCOPED = {
     ("GET", "/graphs"),
     ("GET", "/graphs/{name}"),
     ("PUT", "/graphs/{name}"),
+    # A conversation id is looked up in the caller's tenant only (docs/conversations.md).
+    ("GET", "/conversations/{conversation_id}/runs"),
 }
 PROBLEM = "application/problem+json"
 
@@ -69,6 +71,7 @@ def concrete(path: str, workflow_id: str, run_id: str) -> str:
         "run_id": run_id,
         "name": "UserInput",
         "launch_id": "ws-1",
+        "conversation_id": "conversation-of-nobody",
     }
     if "/files/" in path:
         values["name"] = "notes.txt"
