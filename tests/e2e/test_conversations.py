@@ -6,13 +6,14 @@ fact the test controls: the run is busy until the test answers it.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.e2e.conftest import Caller, SpindleStack, client_for
-from tests.e2e.run_driver import T, answer, start, updates, wait_for_status
+from tests.e2e.run_driver import T, answer, updates, wait_for_status
 from tests.polling import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
@@ -167,7 +168,7 @@ async def test_enqueued_runs_start_one_after_the_other_in_order(
         b["workflow_id"],
         c["workflow_id"],
     ]
-    for before, after in zip(runs, runs[1:], strict=False):
+    for before, after in itertools.pairwise(runs):
         assert before["ended_at"] <= after["started_at"], (before, after)
     assert body["history"] == [a["workflow_id"], b["workflow_id"], c["workflow_id"]]
     for run in (b, c):
