@@ -35,6 +35,7 @@ from spindle.gateway.api.routes import (
 )
 from spindle.gateway.api.routes import jsonrpc as jsonrpc_routes
 from spindle.gateway.api.routes import metrics as metrics_routes
+from spindle.gateway.api.routes import schedules as schedule_routes
 from spindle.gateway.auth.authenticator import Authenticator
 from spindle.gateway.auth.throttle import AuthFailureThrottle
 from spindle.gateway.http.access_log import install_access_log_redaction
@@ -202,6 +203,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(runs.router)
     app.include_router(graphs.router)
     app.include_router(conversations.router)  # GET /conversations/{id}/runs
+    app.include_router(schedule_routes.router)  # /schedules (docs/schedules.md)
     app.include_router(jsonrpc_routes.router)  # POST / and POST /tasks (seed 003)
     app.include_router(ui.router)  # GET /ui/: the conversation web page (not in OpenAPI)
     # GET /runs/{id}/graph and /runs/{id}/nodes/{node}: before runs.by_run_router.

@@ -28,6 +28,7 @@ FINISH_WORKSTREAM = "finish_workstream"
 PLAN_ITEMS = "plan_items"
 RUN_ITEM_BATCH = "run_item_batch"
 COLLECT_ITEMS = "collect_items"
+RECORD_RUN_START = "record_run_start"
 
 
 class RunRef(BaseModel):
@@ -224,3 +225,12 @@ class ItemCollection(BaseModel):
     execution: NodeExecution
     plan: ItemPlan
     max_failed_ratio: float = 1.0
+
+
+class RunStart(BaseModel):
+    """Input of ``record_run_start``: what a scheduled run's document starts with."""
+
+    run: RunRef
+    user_id: str | None = None
+    input: Any = None
+    context: dict[str, Any] = Field(default_factory=dict)

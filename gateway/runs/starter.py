@@ -91,6 +91,55 @@ async def resolve_graph(body: StartRunRequest, archive: RunArchive, tenant_id: s
     return parse_graph(stored)
 
 
+async def build_run_input(
+    body: StartRunRequest,
+    *,
+    tenant_id: str,
+    user_id: str | None,
+    archive: RunArchive,
+    catalog: CatalogCache,
+    settings: Settings,
+) -> GraphRunInput:
+    """The validated ``GraphRun`` input of a start request (also what a schedule runs).
+
+    Raises:
+        NotFound, GraphInvalid, ExecutorNotFound, InputInvalid: the graph or input is bad.
+    """
+    spec = await resolve_graph(body, archive, tenant_id)
+    validate_graph(spec, await catalog.get())
+    validate_run_input(spec, body.input)
+    return GraphRunInput(
+        graph=spec,
+        input=body.input,
+        context=body.context,
+        meta=body.meta,
+        tenant_id=tenant_id,
+        user_id=user_id,
+        continue_as_new_after_events=settings.continue_as_new_after_events,
+        # Also set by start_workflow; a scheduled start does not pass there.
+        max_live_workstreams=settings.max_live_workstreams,
+    )
+
+
+def run_search_attributes(run_input: GraphRunInput) -> TypedSearchAttributes:
+    """The search attributes every run carries: its tenant and graph (see ``access``)."""
+    return TypedSearchAttributes(
+        [
+            SearchAttributePair(TENANT_KEY, run_input.tenant_id),
+            SearchAttributePair(GRAPH_KEY, run_input.graph.name),
+        ]
+    )
+
+
+def run_memo(run_input: GraphRunInput) -> dict[str, Any]:
+    """The memo every run carries: graph, tenant and the user who started it."""
+    return {
+        "graph": run_input.graph.name,
+        "tenant": run_input.tenant_id,
+        "user": run_input.user_id,
+    }
+
+
 async def start_run(
     body: StartRunRequest,
     *,
@@ -116,20 +165,16 @@ async def start_run(
             is started.
         Unavailable: Temporal cannot be reached.
     """
-    spec = await resolve_graph(body, archive, tenant_id)
-    validate_graph(spec, await catalog.get())
-    validate_run_input(spec, body.input)
-
-    workflow_id = new_workflow_id(tenant_id, idempotency_key)
-    run_input = GraphRunInput(
-        graph=spec,
-        input=body.input,
-        context=body.context,
-        meta=body.meta,
+    run_input = await build_run_input(
+        body,
         tenant_id=tenant_id,
         user_id=user_id,
-        continue_as_new_after_events=settings.continue_as_new_after_events,
+        archive=archive,
+        catalog=catalog,
+        settings=settings,
     )
+    spec = run_input.graph
+    workflow_id = new_workflow_id(tenant_id, idempotency_key)
     if body.conversation_id is not None:
         return await _start_in_conversation(
             body.conversation_id,
@@ -192,7 +237,6 @@ async def _start_in_conversation(
     """A run of a conversation: its ``Conversation`` workflow starts it, now or in turn."""
     if permit.tenant_id != run_input.tenant_id:
         raise ValueError("a run start permit is for its own tenant only")
-    run_input = with_run_settings(run_input, settings)
     ack = await submit_to_conversation(
         temporal,
         run_input,
@@ -226,11 +270,6 @@ async def _start_in_conversation(
     return response, True
 
 
-def with_run_settings(run_input: GraphRunInput, settings: Settings) -> GraphRunInput:
-    """``run_input`` with what the gateway's settings decide for every run."""
-    return run_input.model_copy(update={"max_live_workstreams": settings.max_live_workstreams})
-
-
 async def start_workflow(
     temporal: Client,
     run_input: GraphRunInput,
@@ -243,13 +282,8 @@ async def start_workflow(
     """Start ``GraphRun`` (the one place runs are started; ``permit`` from ``admit_run_start``)."""
     if permit.tenant_id != run_input.tenant_id:
         raise ValueError("a run start permit is for its own tenant only")
-    run_input = with_run_settings(run_input, settings)
-    search_attributes = TypedSearchAttributes(
-        [
-            SearchAttributePair(TENANT_KEY, run_input.tenant_id),
-            SearchAttributePair(GRAPH_KEY, run_input.graph.name),
-        ]
-    )
+    run_input = run_input.model_copy(update={"max_live_workstreams": settings.max_live_workstreams})
+    search_attributes = run_search_attributes(run_input)
     if idempotent:
         # Same key → same workflow id: a running run is reused, a closed one is
         # reported (WorkflowAlreadyStartedError) instead of started again.
@@ -263,11 +297,7 @@ async def start_workflow(
         run_input,
         id=workflow_id,
         task_queue=settings.task_queue,
-        memo={
-            "graph": run_input.graph.name,
-            "tenant": run_input.tenant_id,
-            "user": run_input.user_id,
-        },
+        memo=run_memo(run_input),
         search_attributes=search_attributes,
         id_conflict_policy=conflict,
         id_reuse_policy=reuse,

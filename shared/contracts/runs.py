@@ -154,6 +154,13 @@ class GraphRunInput(BaseModel):
     carried: CarriedState | None = Field(
         None, description="set by the run itself when it continues as new"
     )
+    scheduled_by: str | None = Field(
+        None,
+        description=(
+            "the schedule that started this run; such a run writes its own run document "
+            "and stream metadata, which the gateway writes for the starts it makes"
+        ),
+    )
 
 
 class GraphRunResult(BaseModel):

@@ -40,7 +40,17 @@ MAX_NAME_LENGTH = 512
 CRITICAL_FIELDS: frozenset[str] = frozenset({"id", "parent_id", "user_id"})
 # Fields no client may ever write through tasks.update: identity, tenancy and bookkeeping.
 SERVER_FIELDS: frozenset[str] = frozenset(
-    {"id", "tenant_id", "created_at", "updated_at", "version", "workflow_id", "root_task_id"}
+    {
+        "id",
+        "tenant_id",
+        "created_at",
+        "updated_at",
+        "started_at",
+        "completed_at",
+        "version",
+        "workflow_id",
+        "root_task_id",
+    }
 )
 # Fields tasks.update accepts (the critical ones only while the task is not executing).
 UPDATABLE_FIELDS: frozenset[str] = frozenset(
@@ -132,6 +142,8 @@ class Task(BaseModel):
         error: error message once failed.
         workflow_id: the graph run executing this task (set by tasks.execute).
         root_task_id: root of the executed tree (set by tasks.execute).
+        started_at: when the task began executing; None while pending.
+        completed_at: when it reached a terminal status (completed, failed, cancelled).
         version: incremented by every write; guards concurrent updates.
     """
 
@@ -155,6 +167,8 @@ class Task(BaseModel):
     root_task_id: str | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
     version: int = 0
 
     @field_validator("dependencies", mode="before")
@@ -162,7 +176,7 @@ class Task(BaseModel):
     def _dependency_shorthand(cls, value: Any) -> Any:
         return normalize_dependencies(value)
 
-    @field_validator("created_at", "updated_at", mode="before")
+    @field_validator("created_at", "updated_at", "started_at", "completed_at", mode="before")
     @classmethod
     def _aware(cls, value: Any) -> Any:
         return parse_datetime(value)

@@ -315,6 +315,16 @@ class Settings(BaseSettings):
         description="Run starts a tenant may make per minute (then 429 with Retry-After)",
         validation_alias=_env("RATE_LIMIT_RUN_STARTS"),
     )
+    schedule_backfill_max_days: int = Field(
+        31,
+        ge=1,
+        le=3660,
+        description=(
+            "Longest span one schedule backfill may cover (its runs start inside Temporal, "
+            "past the per-tenant run-start limit)"
+        ),
+        validation_alias=_env("SCHEDULE_BACKFILL_MAX_DAYS"),
+    )
     rate_limit_signals: int = Field(
         600,
         ge=1,

@@ -168,19 +168,22 @@ class TaskStore:
         fields: dict[str, Any],
         *,
         expect_status: Iterable[str] | None = None,
+        stamp: Iterable[str] = (),
     ) -> Task | None:
         """Set ``fields`` atomically, if the task's status is one of ``expect_status``.
 
         For run-driven transitions (status, progress, result, error, run links):
         returns the task after the write, or None when the task is missing or
-        its status did not match.
+        its status did not match. ``stamp`` names date fields (``started_at``,
+        ``completed_at``) set to the server's time, like ``updated_at``.
         """
         query: dict[str, Any] = {"_id": task_id, "tenant_id": tenant_id}
         if expect_status is not None:
             query["status"] = {"$in": list(expect_status)}
+        dates = {"updated_at": True} | dict.fromkeys(stamp, True)
         doc = await self.tasks.find_one_and_update(
             query,
-            {"$set": fields, "$inc": {"version": 1}, "$currentDate": {"updated_at": True}},
+            {"$set": fields, "$inc": {"version": 1}, "$currentDate": dates},
             return_document=ReturnDocument.AFTER,
         )
         return from_document(doc) if doc else None

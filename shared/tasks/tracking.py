@@ -82,10 +82,16 @@ class TaskTracker:
         fields: dict[str, Any] = {"status": status, **(extra or {})}
         if progress is not None:
             fields["progress"] = progress
+        stamp: list[str] = []
+        if status == "in_progress":
+            stamp.append("started_at")
         if status in TERMINAL_STATUSES:
             fields["result"] = result
             fields["error"] = error
-        task = await self.store.update_fields(tenant_id, task_id, fields, expect_status=expect)
+            stamp.append("completed_at")
+        task = await self.store.update_fields(
+            tenant_id, task_id, fields, expect_status=expect, stamp=stamp
+        )
         if task is None:
             return False
         await self.publish(

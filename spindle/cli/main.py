@@ -275,11 +275,13 @@ def build_parser() -> argparse.ArgumentParser:
     from spindle.cli.chat.command import add_chat_command
     from spindle.cli.key_commands import add_keys_command
     from spindle.cli.run_commands import add_runs_command
+    from spindle.cli.schedule_commands import add_schedules_command
 
     add_keys_command(commands)
     add_runs_command(commands)
     add_chat_command(commands)
     add_archive_command(commands)
+    add_schedules_command(commands)
     return parser
 
 

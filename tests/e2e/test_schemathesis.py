@@ -120,3 +120,6 @@ async def test_no_operation_answers_with_a_server_error_or_off_its_schema(
     report = text[text.find("FAILURES") :] if "FAILURES" in text else text
     assert process.returncode == 0, report[:REPORT_TAIL_CHARS]
     assert (await http.get("/healthz")).status_code == 200
+    # The schedules it created would start runs for the rest of the session.
+    for schedule in (await http.get("/schedules")).json()["schedules"]:
+        await http.delete(f"/schedules/{schedule['id']}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -365,3 +366,68 @@ async def test_a_subtree_already_running_keeps_its_tree_from_starting(
     root = await rpc(http, "tasks.get", {"task_id": created["id"]})
     assert (root["status"], root["workflow_id"]) == ("pending", None)
     assert (await rpc(http, "tasks.cancel", {"task_id": ask_id}))["status"] == "cancelled"
+
+
+async def test_a_tool_is_an_executor_and_its_inputs_are_the_arguments(
+    http: httpx.AsyncClient, stack: SpindleStack
+) -> None:
+    # The seed's own shape: schemas.method names the executor, inputs are its arguments.
+    task = {"name": "count", "schemas": {"method": "word_count"}, "inputs": {"text": "one two"}}
+    started = await rpc(http, "tasks.execute", {"tasks": [task]})
+    done = await settled(http, started["root_task_id"], stack)
+    assert done["status"] == "completed"
+    assert done["result"] == {"words": 2, "characters": 7, "sentences": 1}
+
+
+async def test_tasks_get_their_start_and_end_times(
+    http: httpx.AsyncClient, stack: SpindleStack
+) -> None:
+    created = await rpc(
+        http,
+        "tasks.create",
+        {"name": "timed", "schemas": {"method": "word_count"}, "inputs": {"text": "a b c"}},
+    )
+    pending = await rpc(http, "tasks.get", {"task_id": created["id"]})
+    assert (pending["started_at"], pending["completed_at"]) == (None, None)
+    await rpc(http, "tasks.execute", {"task_id": created["id"]})
+    done = await settled(http, created["id"], stack)
+    started_at = datetime.fromisoformat(done["started_at"])
+    completed_at = datetime.fromisoformat(done["completed_at"])
+    created_at = datetime.fromisoformat(done["created_at"])
+    assert created_at <= started_at <= completed_at
+    # A child task starts with its node, not with the tree.
+    started = await rpc(http, "tasks.execute", {"tasks": chain_tree()})
+    await settled(http, started["root_task_id"], stack)
+    ids = await task_ids_by_name(http, started["root_task_id"])
+    a = await rpc(http, "tasks.get", {"task_id": ids["a"]})
+    c = await rpc(http, "tasks.get", {"task_id": ids["c"]})
+    assert a["started_at"] and a["completed_at"] and c["started_at"] and c["completed_at"]
+    assert datetime.fromisoformat(a["completed_at"]) <= datetime.fromisoformat(c["started_at"])
+    # A copy starts over: no times.
+    copied = await rpc(http, "tasks.copy", {"task_id": created["id"]})
+    fresh = await rpc(http, "tasks.get", {"task_id": copied["copied_task_id"]})
+    assert (fresh["started_at"], fresh["completed_at"]) == (None, None)
+
+
+async def test_unknown_executors_and_bad_tool_arguments_use_the_seed_codes(
+    http: httpx.AsyncClient,
+) -> None:
+    unknown = await rpc_error(
+        http, "tasks.execute", {"tasks": [{"name": "x", "schemas": {"method": "no_such_tool"}}]}
+    )
+    assert unknown["code"] == -32003
+    assert "no_such_tool" in unknown["message"] + str(unknown.get("data"))
+    bad = await rpc_error(
+        http,
+        "tasks.execute",
+        {"tasks": [{"name": "x", "schemas": {"method": "word_count"}, "inputs": {"txt": "a"}}]},
+    )
+    assert bad["code"] == -32602, bad
+    assert "text" in str(bad.get("data")), bad
+    wrong_type = await rpc_error(
+        http,
+        "tasks.execute",
+        {"tasks": [{"name": "x", "schemas": {"method": "word_count"}, "inputs": {"text": 7}}]},
+    )
+    assert wrong_type["code"] == -32602, wrong_type
+    assert "text" in str(wrong_type.get("data")), wrong_type

@@ -52,6 +52,8 @@ TENANT_SCOPED = {
     ("PUT", "/graphs/{name}"),
     # A conversation id is looked up in the caller's tenant only (docs/conversations.md).
     ("GET", "/conversations/{conversation_id}/runs"),
+    ("POST", "/schedules"),
+    ("GET", "/schedules"),
 }
 PROBLEM = "application/problem+json"
 
@@ -72,6 +74,8 @@ def concrete(path: str, workflow_id: str, run_id: str) -> str:
         "name": "UserInput",
         "launch_id": "ws-1",
         "conversation_id": "conversation-of-nobody",
+        "schedule_id": "nightly",
+        "node_id": "review",
     }
     if "/files/" in path:
         values["name"] = "notes.txt"
@@ -126,7 +130,7 @@ async def as_(stack: SpindleStack, callers: dict[str, Caller]) -> AsyncIterator[
 
 async def test_every_route_is_classified(openapi: dict[str, Any]) -> None:
     for method, path in operations(openapi):
-        run_route = "{workflow_id}" in path
+        run_route = "{workflow_id}" in path or "{schedule_id}" in path
         assert run_route or (method, path) in PUBLIC | TENANT_SCOPED, (
             f"{method} {path} is neither public, tenant-scoped nor per-run: classify it here "
             "and give it a tenant check"
@@ -170,6 +174,33 @@ async def test_another_tenants_run_answers_exactly_as_an_unknown_one(
     assert checked >= 10
     # And nothing reached the run: it still waits for alice's answer.
     assert (await wait_for_status(as_("alice"), real_wf, {"paused"}))["status"] == "paused"
+
+
+async def test_another_tenants_schedule_answers_exactly_as_an_unknown_one(
+    openapi: dict[str, Any], as_: Any, examples: list[str], unique: str
+) -> None:
+    alice, mallory = as_("alice"), as_("mallory")
+    mine = f"sched-{unique}"
+    body = {"id": mine, "graph": "pipeline", "input": {"text": "x"}, "cron": "0 3 * * *"}
+    assert (await alice.post("/schedules", json=body)).status_code == 201
+    checked = 0
+    for method, path in operations(openapi):
+        if "{schedule_id}" not in path:
+            continue
+        theirs = await call(mallory, method, path.replace("{schedule_id}", mine))
+        unknown = await call(mallory, method, path.replace("{schedule_id}", f"none-{unique}"))
+        assert theirs.status_code == unknown.status_code == 404, f"{method} {path}"
+        assert theirs.json()["title"] == unknown.json()["title"]
+        assert theirs.json()["detail"].replace(mine, "ID") == unknown.json()["detail"].replace(
+            f"none-{unique}", "ID"
+        )
+        checked += 1
+    assert checked >= 7
+    listed = (await mallory.get("/schedules")).json()["schedules"]
+    assert mine not in {s["id"] for s in listed}
+    # Nothing reached it: still there, not paused, no run started.
+    still = (await alice.get(f"/schedules/{mine}")).json()
+    assert (still["paused"], still["runs_started"]) == (False, 0)
 
 
 async def test_lists_and_graphs_show_only_the_callers_tenant(

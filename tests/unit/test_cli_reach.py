@@ -35,6 +35,19 @@ REACHES = {
     "runs cancel": (GATEWAY,),
     "chat": (GATEWAY,),
     "archive prune": (MONGO,),
+    **{
+        f"schedules {action}": (GATEWAY,)
+        for action in (
+            "create",
+            "list",
+            "get",
+            "pause",
+            "unpause",
+            "trigger",
+            "backfill",
+            "delete",
+        )
+    },
 }
 
 # What the help must say for each, in the words a user reads.

@@ -24,6 +24,7 @@ def build_activities(
     from spindle.worker.activities.items import item_activities
     from spindle.worker.activities.lifecycle import LifecycleActivities
     from spindle.worker.activities.nodes import NodeActivities
+    from spindle.worker.activities.run_start import RunStartActivities
     from spindle.worker.offerings import load_offerings
 
     load_offerings()  # the node types and tools the activities look up by name
@@ -31,6 +32,7 @@ def build_activities(
     agent = AgentActivities(bus, archive, llm)
     hitl = HitlActivities(bus, archive)
     lifecycle = LifecycleActivities(bus, archive)
+    run_start = RunStartActivities(bus, archive)
     return [
         nodes.execute_node,
         agent.llm_turn,
@@ -40,4 +42,5 @@ def build_activities(
         lifecycle.finish_run,
         lifecycle.post_message,
         *item_activities(bus, archive),
+        run_start.record_run_start,
     ]

@@ -60,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
         EXECUTE_NODE,
         FINISH_RUN,
         POST_MESSAGE,
+        RECORD_RUN_START,
         REQUEST_INPUT,
         InputAcceptance,
         InputRequest,
@@ -68,6 +69,7 @@ with workflow.unsafe.imports_passed_through():
         RunFinish,
         RunNotice,
         RunRef,
+        RunStart,
     )
     from spindle.worker.hitl import resolve_answer
     from spindle.worker.registry import spec_of
@@ -177,6 +179,9 @@ class GraphRun(WorkstreamHandlers):
 
     async def _run_to_end(self) -> GraphRunResult:
         try:
+            # A continued run (carried) recorded its start in its first execution.
+            if self._input.scheduled_by is not None and self._input.carried is None:
+                await self._record_start(self._input)
             await self._drive()
             # Non-interactive children run to their end (deadline-bounded).
             await self._workstreams.close("parent_finished", stop_all=False)
@@ -420,6 +425,22 @@ class GraphRun(WorkstreamHandlers):
             await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()
         self._pending.clear()
+
+    async def _record_start(self, run_input: GraphRunInput) -> None:
+        # Started by a Temporal schedule, not the gateway: no one wrote the run
+        # document and stream metadata yet (see worker/activities/run_start.py).
+        await workflow.execute_activity(
+            RECORD_RUN_START,
+            RunStart(
+                run=self._run,
+                user_id=run_input.user_id,
+                input=run_input.input,
+                context=run_input.context,
+            ),
+            activity_id="record_start",
+            start_to_close_timeout=policies.LIFECYCLE_START_TO_CLOSE,
+            retry_policy=policies.LIFECYCLE_RETRY,
+        )
 
     async def _finish(self, status: RunStatus) -> None:
         await workflow.execute_activity(

@@ -230,8 +230,11 @@ async def _claim(
                 "root_task_id": root_id,
                 "result": None,
                 "error": None,
+                "completed_at": None,
             },
-            **stamp,
+            "$inc": {"version": 1},
+            # The root starts with the run; its nodes' tasks when their node does.
+            "$currentDate": {"updated_at": True, "started_at": True},
         },
     )
     if claimed is None:
@@ -252,7 +255,12 @@ async def _release(store: TaskStore, tenant: str, task_ids: list[str], workflow_
     await store.tasks.update_many(
         {"tenant_id": tenant, "_id": {"$in": task_ids}, "workflow_id": workflow_id},
         {
-            "$set": {"status": "pending", "workflow_id": None, "root_task_id": None},
+            "$set": {
+                "status": "pending",
+                "workflow_id": None,
+                "root_task_id": None,
+                "started_at": None,
+            },
             "$inc": {"version": 1},
             "$currentDate": {"updated_at": True},
         },

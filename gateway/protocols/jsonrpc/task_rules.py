@@ -18,14 +18,18 @@ from spindle.shared.tasks.store import MAX_TREE_TASKS, TaskStore
 async def check_executor(ctx: RpcContext, executor: str | None, field: str) -> None:
     """Refuse an executor that no worker offers (-32003).
 
+    An executor is a node type or, as the seed's ``{"schemas": {"method":
+    "word_count"}}`` has it, a registered tool (its task's ``inputs`` are the
+    tool's arguments; see ``spindle.shared.graphs.task_tree``).
+
     Raises:
-        ExecutorNotFound: ``executor`` is not a node type of the catalog.
+        ExecutorNotFound: ``executor`` is neither a node type nor a tool of the catalog.
     """
     if executor is None:
         return
     catalog: Catalog = await ctx.state.catalog.get()
-    if executor not in catalog.node_types:
-        known = ", ".join(sorted(catalog.node_types))
+    if executor not in catalog.node_types and executor not in catalog.tools:
+        known = ", ".join(sorted({*catalog.node_types, *catalog.tools}))
         raise ExecutorNotFound(
             f"executor {executor!r} not found (known: {known})",
             errors=[{"field": field, "reason": f"unknown executor {executor!r}"}],

@@ -1,0 +1,239 @@
+"""Schedules: graph runs Temporal starts on a cron or an interval (docs/schedules.md)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Path, Response, status
+from temporalio.client import Client
+
+from spindle.gateway.api.deps import (
+    ArchiveDep,
+    CatalogDep,
+    IdentityDep,
+    LimitsDep,
+    SettingsDep,
+    TemporalDep,
+)
+from spindle.gateway.runs.catalog_cache import CatalogCache
+from spindle.gateway.runs.starter import admit_run_start
+from spindle.gateway.schedules.models import (
+    SCHEDULE_ID_PATTERN,
+    BackfillRequest,
+    CreateScheduleRequest,
+    PauseRequest,
+    ScheduleAccepted,
+    ScheduleBody,
+    ScheduleDetail,
+    ScheduleList,
+    TriggerRequest,
+)
+from spindle.gateway.schedules.service import ScheduleService, not_found
+from spindle.shared.contracts.identity import Identity
+from spindle.shared.platform.settings import Settings
+from spindle.shared.store.archive import RunArchive
+
+router = APIRouter(tags=["schedules"])
+
+PROBLEMS: dict[int | str, dict[str, Any]] = {
+    401: {"description": "missing or invalid credentials (problem+json)"},
+    404: {"description": "unknown schedule (or another tenant's) or graph (problem+json)"},
+    409: {"description": "a schedule of that id exists (problem+json)"},
+    429: {"description": "trigger/backfill over the tenant's run-start limit (problem+json)"},
+    422: {"description": "invalid field, graph or input, naming the field (problem+json)"},
+    503: {"description": "Temporal unavailable; retry (problem+json)"},
+}
+
+ScheduleId = Annotated[str, Path(max_length=100, description="the schedule's id")]
+
+
+def _service(
+    temporal: Client,
+    identity: Identity,
+    archive: RunArchive,
+    catalog: CatalogCache,
+    settings: Settings,
+) -> ScheduleService:
+    return ScheduleService(
+        temporal,
+        tenant_id=identity.tenant_id,
+        archive=archive,
+        catalog=catalog,
+        settings=settings,
+    )
+
+
+def _known_shape(schedule_id: str) -> str:
+    # An id no schedule can have is unknown, not malformed: the same 404 as any.
+    if not re.match(SCHEDULE_ID_PATTERN, schedule_id):
+        raise not_found(schedule_id)
+    return schedule_id
+
+
+@dataclass(frozen=True)
+class OwnedSchedule:
+    """A schedule of the caller's tenant, found before any body is looked at."""
+
+    id: str
+    detail: ScheduleDetail
+    service: ScheduleService
+
+
+async def owned_schedule(
+    schedule_id: ScheduleId,
+    *,
+    temporal: TemporalDep,
+    identity: IdentityDep,
+    archive: ArchiveDep,
+    catalog: CatalogDep,
+    settings: SettingsDep,
+) -> OwnedSchedule:
+    """The schedule in the path if the caller's tenant has it; else 404.
+
+    A dependency, so another tenant's schedule is a 404 even when the body is
+    also wrong, exactly as an unknown schedule is.
+    """
+    service = _service(temporal, identity, archive, catalog, settings)
+    detail = await service.get(_known_shape(schedule_id))
+    return OwnedSchedule(schedule_id, detail, service)
+
+
+OwnedScheduleDep = Annotated[OwnedSchedule, Depends(owned_schedule)]
+
+
+@router.post(
+    "/schedules",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ScheduleDetail,
+    summary="Create a schedule that starts a registered graph on a cron or interval",
+    responses=PROBLEMS,
+)
+async def create_schedule(
+    body: CreateScheduleRequest,
+    *,
+    response: Response,
+    temporal: TemporalDep,
+    identity: IdentityDep,
+    archive: ArchiveDep,
+    catalog: CatalogDep,
+    settings: SettingsDep,
+) -> ScheduleDetail:
+    service = _service(temporal, identity, archive, catalog, settings)
+    created = await service.create(body, identity.user_id)
+    response.headers["Location"] = f"/schedules/{created.id}"
+    return created
+
+
+@router.get(
+    "/schedules",
+    response_model=ScheduleList,
+    summary="List the caller's tenant's schedules",
+    responses=PROBLEMS,
+)
+async def list_schedules(
+    *,
+    temporal: TemporalDep,
+    identity: IdentityDep,
+    archive: ArchiveDep,
+    catalog: CatalogDep,
+    settings: SettingsDep,
+) -> ScheduleList:
+    service = _service(temporal, identity, archive, catalog, settings)
+    return ScheduleList(schedules=await service.list())
+
+
+@router.get(
+    "/schedules/{schedule_id}",
+    response_model=ScheduleDetail,
+    summary="Describe a schedule: what it runs, when, and its recent runs",
+    responses=PROBLEMS,
+)
+async def get_schedule(schedule: OwnedScheduleDep) -> ScheduleDetail:
+    return schedule.detail
+
+
+@router.put(
+    "/schedules/{schedule_id}",
+    response_model=ScheduleDetail,
+    summary="Replace what and when a schedule runs (its paused state is kept)",
+    responses=PROBLEMS,
+)
+async def update_schedule(
+    schedule: OwnedScheduleDep, body: ScheduleBody, identity: IdentityDep
+) -> ScheduleDetail:
+    await schedule.service.update(schedule.id, body, identity.user_id)
+    return await schedule.service.get(schedule.id)
+
+
+async def _set_paused(schedule: OwnedSchedule, note: str | None, paused: bool) -> ScheduleDetail:
+    await schedule.service.pause(schedule.id, note, paused=paused)
+    return await schedule.service.get(schedule.id)
+
+
+@router.post(
+    "/schedules/{schedule_id}/pause",
+    response_model=ScheduleDetail,
+    summary="Pause a schedule: it starts no runs until unpaused",
+    responses=PROBLEMS,
+)
+async def pause_schedule(
+    schedule: OwnedScheduleDep, body: Annotated[PauseRequest | None, Body()] = None
+) -> ScheduleDetail:
+    return await _set_paused(schedule, body.note if body else None, True)
+
+
+@router.post(
+    "/schedules/{schedule_id}/unpause",
+    response_model=ScheduleDetail,
+    summary="Unpause a schedule",
+    responses=PROBLEMS,
+)
+async def unpause_schedule(
+    schedule: OwnedScheduleDep, body: Annotated[PauseRequest | None, Body()] = None
+) -> ScheduleDetail:
+    return await _set_paused(schedule, body.note if body else None, False)
+
+
+@router.post(
+    "/schedules/{schedule_id}/trigger",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=ScheduleAccepted,
+    summary="Start one run of the schedule now (its run appears in recent_runs)",
+    responses=PROBLEMS,
+)
+async def trigger_schedule(
+    schedule: OwnedScheduleDep,
+    identity: IdentityDep,
+    limits: LimitsDep,
+    body: Annotated[TriggerRequest | None, Body()] = None,
+) -> ScheduleAccepted:
+    # A start the caller asks for now: counted like POST /runs (docs/schedules.md).
+    await admit_run_start(limits, identity.tenant_id)
+    await schedule.service.trigger(schedule.id, body.overlap if body else None)
+    return ScheduleAccepted(schedule_id=schedule.id, message="a run is being started")
+
+
+@router.post(
+    "/schedules/{schedule_id}/backfill",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=ScheduleAccepted,
+    summary="Start the runs the schedule would have started between start and end",
+    responses=PROBLEMS,
+)
+async def backfill_schedule(schedule: OwnedScheduleDep, body: BackfillRequest) -> ScheduleAccepted:
+    await schedule.service.backfill(schedule.id, body)
+    return ScheduleAccepted(schedule_id=schedule.id, message="the backfill's runs are starting")
+
+
+@router.delete(
+    "/schedules/{schedule_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    summary="Delete a schedule (runs it started keep running)",
+    responses=PROBLEMS,
+)
+async def delete_schedule(schedule: OwnedScheduleDep) -> Response:
+    await schedule.service.delete(schedule.id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
