@@ -128,11 +128,11 @@ class MessagePoster:
         self._claimed = True
         if latest > self.attempt:
             logger.warning(
-                "attempt %d of %s in %s was superseded by attempt %d: its results are refused",
+                "attempt %d of %s was superseded by attempt %d: its results are refused (%s)",
                 self.attempt,
                 self.activity_id,
-                self.run.stream_id,
                 latest,
+                self.run.stream_id,
             )
             raise to_application_error(
                 AttemptSuperseded(
