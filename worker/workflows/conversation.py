@@ -87,8 +87,12 @@ class Conversation:
             await workflow.wait_condition(lambda: bool(self._queue))
             await self._run_next()
             if workflow.info().is_continue_as_new_suggested():
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                if self._current is None:
+                # A submit that found the conversation idle waits for its run to
+                # start: start it first (continue as new after a later run).
+                await workflow.wait_condition(
+                    lambda: workflow.all_handlers_finished() or bool(self._queue)
+                )
+                if not self._queue:
                     workflow.continue_as_new(self._carry())
 
     def _carry(self) -> ConversationInput:
