@@ -18,6 +18,7 @@ from fastapi.routing import APIRoute
 from temporalio.client import Client
 
 from spindle.gateway.api.deps import get_identity
+from spindle.gateway.api.routes import agui as agui_routes
 from spindle.gateway.api.routes import (
     bundle,
     conversations,
@@ -44,6 +45,7 @@ from spindle.gateway.http.problems import install_problem_handlers
 from spindle.gateway.limits.tenant_limits import TenantLimits
 from spindle.gateway.protocols.a2a import install_a2a
 from spindle.gateway.protocols.a2a.push_watch import PushWatcher
+from spindle.gateway.protocols.mcp import install_mcp, mcp_sessions
 from spindle.gateway.runs.catalog_cache import CatalogCache
 from spindle.gateway.runs.closed import closed_run_sweep, settle_tasks_hook
 from spindle.gateway.streams.drain import StreamDrain
@@ -131,7 +133,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         settings.mongo_db,
     )
     try:
-        yield
+        async with mcp_sessions(app):  # MCP at /mcp (protocols.mcp)
+            yield
     finally:
         # Each bounded: a client stuck on a dead server must not keep the
         # process from exiting when its orchestrator asks it to stop.
@@ -200,11 +203,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(metrics_routes.router)  # GET /metrics (Prometheus)
     install_a2a(app)  # public agent card; the A2A JSON-RPC bridge
+    install_mcp(app)  # MCP (streamable HTTP) at /mcp
     app.include_router(runs.router)
     app.include_router(graphs.router)
     app.include_router(conversations.router)  # GET /conversations/{id}/runs
     app.include_router(schedule_routes.router)  # /schedules (docs/schedules.md)
     app.include_router(jsonrpc_routes.router)  # POST / and POST /tasks (seed 003)
+    app.include_router(agui_routes.router)  # POST /agui/{graph} (AG-UI 1.0)
     app.include_router(ui.router)  # GET /ui/: the conversation web page (not in OpenAPI)
     # GET /runs/{id}/graph and /runs/{id}/nodes/{node}: before runs.by_run_router.
     app.include_router(run_view.router)

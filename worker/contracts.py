@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from spindle.shared.contracts.budgets import TurnUsage
 from spindle.shared.contracts.graph_spec import NodeSpec
 from spindle.shared.contracts.runs import NodeReport, PendingInput, RunStatus, UserInput
 from spindle.shared.graphs.node_params import InlineNode
@@ -100,6 +101,9 @@ class LlmTurnResult(BaseModel):
     final: bool
     report: NodeReport | None = Field(
         None, description="set on the final turn: the agent node's report (archived)"
+    )
+    usage: TurnUsage | None = Field(
+        None, description="tokens and cost of this turn (budgets); None: not reported"
     )
 
 

@@ -8,13 +8,17 @@ non-determinism error. Histories are JSON files written with
 (each generation's history replays on its own: its first event holds the carried
 state).
 
-Usage: ``python -m spindle.worker.replay tests/histories/*.json`` (exit status 1 on any
-failure). Tests replay every file under ``tests/histories``.
+A run bundle (``GET /runs/{id}/bundle`` saved to a file) replays too: its
+``history`` holds one history per generation, and each is replayed.
+
+Usage: ``python -m spindle.worker.replay tests/histories/*.json bundle.json`` (exit
+status 1 on any failure). Tests replay every file under ``tests/histories``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
@@ -57,6 +61,23 @@ def load_history(path: str | Path) -> WorkflowHistory:
     return WorkflowHistory.from_json(workflow_id, file.read_text(encoding="utf-8"))
 
 
+def load_histories(path: str | Path) -> list[tuple[str, WorkflowHistory]]:
+    """The histories in a file, labelled: one for a history file, one per generation
+    for a run bundle (``<file>#<run id>``)."""
+    file = Path(path)
+    document = json.loads(file.read_text(encoding="utf-8"))
+    if not (isinstance(document, dict) and "run" in document and "history" in document):
+        return [(str(file), load_history(file))]
+    workflow_id = document["run"]["workflow_id"]
+    return [
+        (
+            f"{file}#{generation.get('run_id', n)}",
+            WorkflowHistory.from_json(workflow_id, generation),
+        )
+        for n, generation in enumerate(document["history"] or [], start=1)
+    ]
+
+
 def save_history(history: WorkflowHistory, folder: str | Path, generation: int = 1) -> Path:
     """Write ``history`` as ``<folder>/<workflow id>.json`` (``…~<generation>.json``
     for the second and later runs of a continue-as-new chain)."""
@@ -87,7 +108,7 @@ async def replay_histories(
         paths: history JSON files.
         workflows: workflow classes to replay with; default: the worker's.
     """
-    histories = [(str(p), load_history(p)) for p in paths]
+    histories = [labelled for p in paths for labelled in load_histories(p)]
     return await replay(histories, workflows=workflows)
 
 
@@ -182,12 +203,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m spindle.worker.replay FILE...``: replay history files, report failures."""
     paths = list(argv if argv is not None else sys.argv[1:])
     if not paths:
-        print("usage: python -m spindle.worker.replay HISTORY.json...", file=sys.stderr)
+        print("usage: python -m spindle.worker.replay HISTORY_OR_BUNDLE.json...", file=sys.stderr)
         return 2
-    failures = asyncio.run(replay_histories(paths))
+    histories = [labelled for p in paths for labelled in load_histories(p)]
+    failures = asyncio.run(replay(histories))
     for failure in failures:
         print(f"FAIL {failure.source} ({failure.workflow_id}): {failure.error}")
-    print(f"{len(paths) - len(failures)}/{len(paths)} histories replayed")
+    print(f"{len(histories) - len(failures)}/{len(histories)} histories replayed")
     return 1 if failures else 0
 
 

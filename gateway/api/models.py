@@ -7,6 +7,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from spindle.shared.contracts.budgets import (
+    RUN_DEADLINE_MAX_SECONDS,
+    RUN_DEADLINE_MIN_SECONDS,
+    BudgetState,
+    ChildrenPolicy,
+    RunBudget,
+)
 from spindle.shared.contracts.conversations import (
     CONVERSATION_ID_PATTERN,
     ConversationRuns,
@@ -38,6 +45,23 @@ class StartRunRequest(BaseModel):
     context: dict[str, Any] = Field(default_factory=dict, description="shared run context")
     meta: dict[str, Any] = Field(
         default_factory=dict, description="metadata propagated from node to node"
+    )
+    budget: RunBudget | None = Field(
+        None,
+        description="caps on LLM tokens, tool calls and cost; at one the run pauses "
+        "(or fails) before its next LLM turn or tool call",
+    )
+    deadline_seconds: int | None = Field(
+        None,
+        ge=RUN_DEADLINE_MIN_SECONDS,
+        le=RUN_DEADLINE_MAX_SECONDS,
+        description="the run stops (timed_out) this long after it started; "
+        "its workstreams' deadlines never pass it",
+    )
+    children_policy: ChildrenPolicy = Field(
+        "cancel_children",
+        description="on the run's cancel or deadline: stop its running workstreams "
+        "(cancel_children) or let them finish first (let_finish)",
     )
 
     # Busy-run policies (docs/conversations.md).
@@ -131,6 +155,10 @@ class RunDetail(BaseModel):
     created_at: datetime | None = None
     updated_at: datetime | None = None
     closed_at: datetime | None = None
+    budget: BudgetState | None = Field(
+        None, description="the run's caps, spend (workstreams included) and the cap reached"
+    )
+    deadline_at: str | None = Field(None, description="when the run's deadline falls (ISO 8601)")
     history: HistoryBudget | None = Field(
         None, description="how much of Temporal's history limits the run's execution uses"
     )

@@ -12,6 +12,7 @@ import logging
 from typing import Any
 
 from spindle.gateway.protocols.jsonrpc.task_execution import settle_terminated_run
+from spindle.gateway.runs.children import cancel_children, open_children
 from spindle.shared.contracts.runs import RunStatus
 from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunRecord
@@ -21,9 +22,14 @@ log = logging.getLogger(__name__)
 
 
 def settle_tasks_hook(state: Any) -> OnClosed:
-    """``on_closed`` for the reconciler: the run's tasks (if any) end with it."""
+    """``on_closed`` for the reconciler: the run's tasks (if any) end with it, and so
+    do its open workstreams when Temporal closed it without running its code
+    (terminate from the Temporal UI or CLI, a timeout): children are ABANDON."""
 
     async def settle(record: RunRecord | None, status: RunStatus, reason: str) -> None:
+        if record is not None and status in (RunStatus.TERMINATED, RunStatus.TIMED_OUT):
+            children = await open_children(state.temporal, record.workflow_id)
+            await cancel_children(state.temporal, children)
         if record is None:
             return
         try:

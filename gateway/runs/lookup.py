@@ -26,7 +26,13 @@ from spindle.gateway.runs.temporal import (
 )
 from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.errors import Conflict, NotFound, SpindleError
-from spindle.shared.contracts.runs import DESCRIBE_QUERY, NodeReport, PendingInput, RunDescription
+from spindle.shared.contracts.runs import (
+    DESCRIBE_QUERY,
+    NodeReport,
+    PendingInput,
+    RunDescription,
+    RunStatus,
+)
 from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunArchive, RunRecord
 from spindle.shared.temporal.closed_runs import (
@@ -89,9 +95,11 @@ async def describe_run(
 
     live: RunDescription | None = None
     if description is not None and is_open(description):
-        live = await _query_live_state(temporal, workflow_id)
+        live = await _query_live_state(temporal, workflow_id, description.run_id)
 
-    run_id = description.run_id if description is not None else record.run_id if record else None
+    # Generation 1's run id: the one the start answered, which keys the stream and the
+    # archive of every generation (a later generation's own run id would not).
+    run_id = _first_run_id(description) or (record.run_id if record else None)
     detail = RunDetail(workflow_id=workflow_id, run_id=run_id, status="running")
     if record is not None:
         detail.graph_name = record.graph_name
@@ -117,6 +125,8 @@ async def describe_run(
         detail.node_reports = list(live.node_reports)
         detail.output = live.output if live.output is not None else detail.output
         detail.error = live.error or detail.error
+        detail.budget = live.budget
+        detail.deadline_at = live.deadline_at
     else:
         detail.node_reports = await _archived_reports(archive, workflow_id)
     if detail.status in TERMINAL_STATUSES and detail.status != "completed" and not detail.error:
@@ -124,7 +134,7 @@ async def describe_run(
         # reconciled in (once the execution has closed), say at least what happened.
         detail.error = f"the run was {detail.status}"
     if run_id:
-        detail.temporal_ui_url = temporal_ui_url(settings, workflow_id, run_id)
+        detail.temporal_ui_url = temporal_ui_url(settings, workflow_id)
         detail.stream_url = f"{base_url}/runs/{workflow_id}/{run_id}/stream"
         detail.updates_url = f"{base_url}/runs/{workflow_id}/{run_id}/updates"
     return detail
@@ -188,12 +198,26 @@ def _apply_temporal(detail: RunDetail, description: WorkflowExecutionDescription
     if not is_open(description):
         # Temporal is the truth about how a run ended (e.g. a terminate from the
         # Temporal UI never reaches the archive).
-        detail.status = str(run_status_of(description))
+        status = run_status_of(description)
+        # A run stopped at its deadline fails in Temporal; the archive knows it timed out.
+        if not (status is RunStatus.FAILED and detail.status == RunStatus.TIMED_OUT.value):
+            detail.status = str(status)
         detail.current_nodes = []
         detail.pending_input = None
 
 
-async def _query_live_state(temporal: Client, workflow_id: str) -> RunDescription | None:
+def _first_run_id(description: WorkflowExecutionDescription | None) -> str | None:
+    if description is None:
+        return None
+    first = description.raw_description.workflow_execution_info.first_run_id
+    return first or description.run_id
+
+
+async def _query_live_state(
+    temporal: Client, workflow_id: str, described_run_id: str | None
+) -> RunDescription | None:
+    """The run's ``describe`` query; asked again, once, of the latest run when the run
+    it reached was just continuing as new (docs/graphs/long-runs.md)."""
     handle = temporal.get_workflow_handle(workflow_id)
     try:
         state: RunDescription = await handle.query(
@@ -201,8 +225,31 @@ async def _query_live_state(temporal: Client, workflow_id: str) -> RunDescriptio
         )
         return state
     except TemporalError as exc:
-        log.info("describe query of %s unavailable (%s); using the archive", workflow_id, exc)
+        failure = exc
+    latest = await _handed_over(temporal, workflow_id, described_run_id)
+    if latest is not None:
+        try:
+            again: RunDescription = await temporal.get_workflow_handle(
+                workflow_id, run_id=latest
+            ).query(DESCRIBE_QUERY, result_type=RunDescription, rpc_timeout=QUERY_TIMEOUT)
+            return again
+        except TemporalError as exc:
+            failure = exc
+    log.info("describe query of %s unavailable (%s); using the archive", workflow_id, failure)
+    return None
+
+
+async def _handed_over(
+    temporal: Client, workflow_id: str, described_run_id: str | None
+) -> str | None:
+    """The latest run's id if the run continued as new since it was described, else None."""
+    try:
+        latest = await describe_workflow(temporal, workflow_id)
+    except SpindleError:
         return None
+    if latest is None or not is_open(latest) or latest.run_id == described_run_id:
+        return None
+    return latest.run_id
 
 
 async def _archived_reports(archive: RunArchive, workflow_id: str) -> list[NodeReport]:

@@ -49,6 +49,8 @@ from spindle.shared.contracts.runs import GRAPH_RUN_WORKFLOW, GraphRunInput, Run
 from spindle.shared.graphs.structure import parse_graph
 from spindle.shared.graphs.validation import validate_graph, validate_run_input
 from spindle.shared.platform import metrics
+from spindle.shared.platform.mcp_servers import check_graph_mcp_servers
+from spindle.shared.platform.outbound import outbound_policy
 from spindle.shared.platform.settings import Settings
 from spindle.shared.platform.telemetry import current_trace_ids, current_traceparent
 from spindle.shared.store.archive import RunArchive, RunRecord
@@ -107,6 +109,9 @@ async def build_run_input(
     """
     spec = await resolve_graph(body, archive, tenant_id)
     validate_graph(spec, await catalog.get())
+    check_graph_mcp_servers(
+        spec, stdio_commands=settings.mcp_stdio_commands, policy=outbound_policy(settings)
+    )
     validate_run_input(spec, body.input)
     return GraphRunInput(
         graph=spec,
@@ -116,6 +121,9 @@ async def build_run_input(
         tenant_id=tenant_id,
         user_id=user_id,
         continue_as_new_after_events=settings.continue_as_new_after_events,
+        budget=body.budget,
+        deadline_seconds=body.deadline_seconds,
+        children_policy=body.children_policy,
         # Also set by start_workflow; a scheduled start does not pass there.
         max_live_workstreams=settings.max_live_workstreams,
     )
@@ -314,7 +322,7 @@ def _response(settings: Settings, base_url: str, workflow_id: str, run_id: str) 
         stream_url=f"{run_path}/stream",
         updates_url=f"{run_path}/updates",
         status_url=f"{base_url}/runs/{workflow_id}",
-        temporal_ui_url=temporal_ui_url(settings, workflow_id, run_id),
+        temporal_ui_url=temporal_ui_url(settings, workflow_id),
     )
 
 

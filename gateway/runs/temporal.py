@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from datetime import timedelta
+from urllib.parse import quote
 
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
 from temporalio.common import SearchAttributeKey
@@ -49,10 +50,12 @@ def new_workflow_id(tenant_id: str, idempotency_key: str | None = None) -> str:
     return f"run-{digest[:32]}"
 
 
-def temporal_ui_url(settings: Settings, workflow_id: str, run_id: str) -> str:
+def temporal_ui_url(settings: Settings, workflow_id: str) -> str:
+    """The run in Temporal's web UI, by workflow id only: the UI opens the latest run,
+    so the link follows a run that continued as new (docs/graphs/long-runs.md)."""
     base = settings.temporal_ui_url.rstrip("/")
     ns = settings.temporal_namespace
-    return f"{base}/namespaces/{ns}/workflows/{workflow_id}/{run_id}/history"
+    return f"{base}/namespaces/{ns}/workflows/{quote(workflow_id, safe='')}"
 
 
 async def describe_workflow(
@@ -78,4 +81,9 @@ def run_status_of(description: WorkflowExecutionDescription) -> RunStatus:
 
 
 def is_open(description: WorkflowExecutionDescription) -> bool:
-    return description.status in (None, WorkflowExecutionStatus.RUNNING)
+    """Running; also a run described just as it continued as new (its next generation runs)."""
+    return description.status in (
+        None,
+        WorkflowExecutionStatus.RUNNING,
+        WorkflowExecutionStatus.CONTINUED_AS_NEW,
+    )

@@ -31,7 +31,9 @@ Each class's ``ApplicationError`` type is its own name::
     │   ├── RunFinishing             409   -32000   launches no more workstreams
     │   ├── WorkstreamFinished       409   -32000   the workstream has ended
     │   ├── WorkstreamNotInteractive 409   -32000   the workstream takes no messages
-│   └── ConversationBusy         409   -32000   the conversation has a run going
+    │   ├── BudgetRefused            409   -32000   a budget change or reservation that does not fit
+    │   ├── DeadlineRefused          409   -32000   a deadline beyond the parent's
+    │   └── ConversationBusy         409   -32000   the conversation has a run going
     ├── Unauthorized                 401   -32004   missing or bad credentials
     │   └── Forbidden                403   -32004   action not allowed on a visible run
     │                                               (other tenants' runs: NotFound)
@@ -42,7 +44,9 @@ Each class's ``ApplicationError`` type is its own name::
     │   └── WorkstreamStartFailed    503   -32000   Temporal refused the child; retry
     ├── RunFailed                    500   -32603   a run ended in failure
     │   ├── NodeFailed               500   -32603   a node failed for good
-    │   └── AgentMaxTurns            500   -32603   no final answer within max_turns
+    │   ├── AgentMaxTurns            500   -32603   no final answer within max_turns
+    │   ├── BudgetExhausted          500   -32603   a budget cap reached (on_exhausted: fail)
+    │   └── RunDeadlineExceeded      500   -32603   the run passed its deadline_seconds
     ├── AttemptSuperseded            500   -32603   a newer attempt of the activity runs
     ├── ToolError                    500   -32603   a tool refused its arguments or failed
     └── LlmRefused                   502   -32603   the LLM provider refused the request
@@ -259,6 +263,14 @@ class WorkstreamNotInteractive(Conflict):
     """The workstream takes no messages."""
 
 
+class BudgetRefused(Conflict):
+    """A budget raise below what was spent, or a child budget the parent's remainder lacks."""
+
+
+class DeadlineRefused(Conflict):
+    """A workstream deadline extension past the parent's own deadline."""
+
+
 class ConversationBusy(Conflict):
     """The conversation has a run going and the start asked ``if_busy: reject``."""
 
@@ -342,6 +354,14 @@ class NodeFailed(RunFailed):
 
 class AgentMaxTurns(RunFailed):
     """An agent still asked for tools after ``max_turns`` turns."""
+
+
+class BudgetExhausted(RunFailed):
+    """A budget cap was reached and the budget says ``on_exhausted: fail``."""
+
+
+class RunDeadlineExceeded(RunFailed):
+    """The run passed its ``deadline_seconds`` and was stopped."""
 
 
 class AttemptSuperseded(SpindleError):

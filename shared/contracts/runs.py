@@ -11,7 +11,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from spindle.shared.contracts.budgets import (
+    RUN_DEADLINE_MAX_SECONDS,
+    RUN_DEADLINE_MIN_SECONDS,
+    BudgetCarry,
+    BudgetState,
+    ChildrenPolicy,
+    RunBudget,
+)
 from spindle.shared.contracts.graph_spec import GraphSpec
+from spindle.shared.contracts.workstreams import CarriedWorkstream
 
 GRAPH_RUN_WORKFLOW = "GraphRun"
 USER_INPUT_UPDATE = "UserInput"
@@ -27,7 +36,7 @@ class NodeStatus(StrEnum):
 class RunStatus(StrEnum):
     QUEUED = "queued"  # submitted to a busy conversation, not started yet
     RUNNING = "running"
-    PAUSED = "paused"  # waiting on a human (HITL)
+    PAUSED = "paused"  # waiting on a human (HITL), or at a budget cap
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELED = "canceled"
@@ -111,6 +120,14 @@ class CarriedState(BaseModel):
     workstream_counts: dict[str, int] = Field(
         default_factory=dict, description="workstream/steer/message ids handed out, by prefix"
     )
+    workstreams: list[CarriedWorkstream] = Field(
+        default_factory=list,
+        description="the run's workstreams, running ones first-class (docs/graphs/long-runs.md)",
+    )
+    budget: BudgetCarry | None = Field(None, description="limits and spend so far (budgets)")
+    deadline_at: str | None = Field(
+        None, description="ISO 8601 workflow time the run's deadline falls (deadline_seconds)"
+    )
 
 
 class GraphRunInput(BaseModel):
@@ -151,6 +168,20 @@ class GraphRunInput(BaseModel):
         description="post the history WARNING at this many events; default: half of "
         "Temporal's limit (25,000 events; 25 MB of history warns too)",
     )
+    budget: RunBudget | None = Field(
+        None, description="caps on LLM tokens, tool calls and cost (docs/graphs/budgets.md)"
+    )
+    deadline_seconds: int | None = Field(
+        None,
+        ge=RUN_DEADLINE_MIN_SECONDS,
+        le=RUN_DEADLINE_MAX_SECONDS,
+        description="the run stops (timed_out) this long after it started; bounds workstreams",
+    )
+    children_policy: ChildrenPolicy = Field(
+        "cancel_children",
+        description="on the run's cancel or deadline: stop running workstreams "
+        "(cancel_children) or wait for them to end (let_finish)",
+    )
     carried: CarriedState | None = Field(
         None, description="set by the run itself when it continues as new"
     )
@@ -174,6 +205,8 @@ class GraphRunResult(BaseModel):
         default_factory=dict, description="node executions by status, over the whole run"
     )
     generation: int = Field(1, description="runs of the continue-as-new chain so far")
+    budget: BudgetState | None = Field(None, description="caps, spend, the cap reached")
+    deadline_at: str | None = Field(None, description="ISO 8601: when the run's deadline falls")
 
 
 class UserInput(BaseModel):
@@ -217,3 +250,5 @@ class RunDescription(BaseModel):
         default_factory=dict, description="node executions by status, over the whole run"
     )
     generation: int = Field(1, description="runs of the continue-as-new chain so far")
+    budget: BudgetState | None = Field(None, description="caps, spend, the cap reached")
+    deadline_at: str | None = Field(None, description="ISO 8601: when the run's deadline falls")

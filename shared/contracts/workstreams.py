@@ -12,7 +12,13 @@ through signals:
               TerminateWorkstream──► GraphRun (parent)
     GraphRun ──signal Steer / Message / Stop──► Workstream (child)
     Workstream ──signal WorkstreamProgress──► GraphRun
+    Workstream ──signal WorkstreamEnded (its WorkstreamOutcome)──► GraphRun
     Workstream ──returns WorkstreamOutcome──► GraphRun (awaits the child handle)
+
+The parent signals go to the parent's workflow id, so they reach whichever
+generation of a parent that continued as new is current; a generation that
+took children over from the one before learns their end from ``WorkstreamEnded``
+(docs/graphs/long-runs.md).
 
 Ids: ``launch_id`` = ``workstream_id`` = ``ws-<n>`` (n counts launches of one
 parent run from 1); the child's workflow id is ``<parent workflow id>.<launch_id>``.
@@ -41,6 +47,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from spindle.shared.contracts.budgets import BudgetLimits, BudgetUsage
 from spindle.shared.contracts.errors import (
     InvalidSteer,
     RunFinishing,
@@ -61,6 +68,11 @@ WORKSTREAMS_QUERY = "workstreams"
 
 # Child → parent.
 WORKSTREAM_PROGRESS_SIGNAL = "WorkstreamProgress"
+WORKSTREAM_ENDED_SIGNAL = "WorkstreamEnded"
+
+#: ``workflow.patched`` id: children started ABANDON and carried over when the
+#: parent continues as new; they signal ``WorkstreamEnded`` at their end.
+WORKSTREAMS_CARRIED_PATCH = "workstreams-carried-across-continue-as-new"
 
 # Parent → child, and the child's own query.
 CHILD_STEER_SIGNAL = "Steer"
@@ -172,6 +184,11 @@ class LaunchRequest(BaseModel):
     )
     label: str | None = Field(None, max_length=200)
     agent: WorkstreamAgent = Field(default_factory=WorkstreamAgent)
+    budget: BudgetLimits | None = Field(
+        None,
+        description="the child's own caps, reserved from the parent run's remaining budget; "
+        "at one the child stops with its best answer (failed, naming the limit)",
+    )
 
     @field_validator("deadline_seconds", mode="wrap")
     @classmethod
@@ -301,6 +318,9 @@ class Progress(BaseModel):
     tool: str | None = None
     iteration: int = 0
     message: str | None = Field(None, description="the model's latest message (trimmed)")
+    usage: BudgetUsage | None = Field(
+        None, description="the child's spend so far (cumulative); counts against the parent"
+    )
 
 
 class WorkstreamCarry(BaseModel):
@@ -317,6 +337,7 @@ class WorkstreamCarry(BaseModel):
     pending_steers: list[SteerDirective] = Field(default_factory=list)
     last_answer: str | None = None
     generation: int = 0
+    usage: BudgetUsage | None = Field(None, description="spend of earlier generations")
 
 
 class WorkstreamInput(BaseModel):
@@ -343,6 +364,7 @@ class WorkstreamOutcome(BaseModel):
     summary: str | None = Field(None, description="the final (or partial) answer, trimmed")
     output: Any = None
     error: str | None = None
+    usage: BudgetUsage | None = Field(None, description="what the child spent")
     iterations: int = 0
     artifacts: list[str] = Field(default_factory=list, description="child artifact names")
 
@@ -383,6 +405,36 @@ class WorkstreamInfo(BaseModel):
     summary: str | None = None
     error: str | None = None
     artifacts: list[str] = Field(default_factory=list, description="merged artifact names")
+    usage: BudgetUsage | None = Field(None, description="the child's spend as last reported")
+
+
+class CarriedWorkstream(BaseModel):
+    """One workstream as a parent generation hands it to the next (continue-as-new).
+
+    A running child goes on in its own workflow; the next generation re-attaches
+    by its workflow id and learns its end from its ``WorkstreamEnded`` signal.
+    """
+
+    launch_id: str
+    request: LaunchRequest
+    child_id: str
+    started_at: str = Field(description="ISO time of the launch; the deadline counts from it")
+    state: WorkstreamState
+    phase: WorkstreamPhase
+    tool: str | None = None
+    iteration: int = 0
+    latest_message: str | None = None
+    deadline_steps_done: int = Field(0, description="deadline-timeline steps already taken")
+    deadline_seconds: int | None = Field(
+        None, description="its deadline, extensions included (None: the request's)"
+    )
+    reported: WorkstreamOutcome | None = Field(
+        None, description="the child's WorkstreamEnded outcome, when it came before the handover"
+    )
+    ended_at: str | None = None
+    outcome: WorkstreamOutcome | None = None
+    merged: list[str] = Field(default_factory=list)
+    settled: bool = False
 
 
 class WorkstreamList(BaseModel):

@@ -10,13 +10,56 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from spindle.shared.contracts.workstreams import LaunchRequest
 
 
 class _Params(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+MCP_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9-]{0,31}$"  # no "_": "__" splits server and tool
+
+
+class McpSecret(_Params):
+    """A header value read on the worker, never written in the graph.
+
+    ``{secret: "GITHUB_TOKEN"}`` is the worker's environment variable
+    ``SPINDLE_MCP_SECRET_GITHUB_TOKEN`` (docs/graphs/node-types.md, MCP servers).
+    """
+
+    secret: str = Field(pattern=r"^[A-Z0-9_]{1,64}$")
+    prefix: str = Field("", max_length=64, description="text before the value, e.g. 'Bearer '")
+
+
+class McpServer(_Params):
+    """An MCP server whose tools an ``agent`` offers to its model.
+
+    Exactly one transport: ``command`` (+ ``args``: a stdio server the worker starts,
+    only if the operator allow-listed that exact command line, setting
+    ``mcp_stdio_commands``) or ``url`` (streamable HTTP, through the outbound URL
+    policy like push notifications).
+    """
+
+    name: str = Field(pattern=MCP_NAME_PATTERN, description="prefix of its tools' names")
+    command: str | None = Field(None, min_length=1, max_length=1000)
+    args: list[str] = Field(default_factory=list, max_length=64)
+    url: str | None = Field(None, min_length=1, max_length=2000)
+    headers: dict[str, str | McpSecret] = Field(default_factory=dict, max_length=32)
+    tools: list[str] | None = Field(
+        None, max_length=256, description="offer only these of its tools; default: all"
+    )
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServer:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give exactly one of 'command' (stdio) or 'url' (streamable HTTP)")
+        if self.command is None and self.args:
+            raise ValueError("'args' belong to a stdio 'command'")
+        if self.url is None and self.headers:
+            raise ValueError("'headers' belong to an HTTP 'url'")
+        return self
 
 
 class AgentParams(_Params):
@@ -30,6 +73,18 @@ class AgentParams(_Params):
     max_turns: int = Field(8, ge=1, le=100)
     model: str | None = None
     temperature: float | None = Field(None, ge=0, le=2)
+    mcp_servers: list[McpServer] = Field(
+        default_factory=list,
+        max_length=16,
+        description="MCP servers whose tools are offered as '<server>__<tool>'",
+    )
+
+    @model_validator(mode="after")
+    def _unique_servers(self) -> AgentParams:
+        names = [s.name for s in self.mcp_servers]
+        if len(names) != len(set(names)):
+            raise ValueError("mcp_servers: each server needs its own name")
+        return self
 
 
 class ToolParams(_Params):

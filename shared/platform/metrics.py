@@ -10,8 +10,10 @@ Every process registers every metric, but each moves only those it sees:
   ``spindle_run_history_*`` (largest history among the open runs it saw);
 - worker: ``agent_runs_completed_total{outcome}``,
   ``agent_node_executions_total{nodeType,status}``,
-  ``agent_node_duration_seconds{nodeType}``, ``agent_runs_inflight`` and
-  ``agent_items_queue_length``.
+  ``agent_node_duration_seconds{nodeType}``, ``agent_runs_inflight``,
+  ``agent_items_queue_length``, and the spend counters
+  ``agent_llm_tokens_total{tenant,graph,kind}``, ``agent_tool_calls_total{tenant,graph}``
+  and ``agent_llm_cost_usd_total{tenant,graph}``.
 
 The two gauges are per worker process: ``agent_runs_inflight`` counts the runs
 this process has executed a node of and not yet finished (a run whose finish
@@ -116,6 +118,25 @@ RUNS_HISTORY_OVER_HALF = Gauge(
     registry=REGISTRY,
 )
 
+LLM_TOKENS = Counter(
+    "agent_llm_tokens_total",
+    "LLM tokens the runs used, by tenant, graph and kind (prompt, completion)",
+    ["tenant", "graph", "kind"],
+    registry=REGISTRY,
+)
+TOOL_CALLS = Counter(
+    "agent_tool_calls_total",
+    "Tool calls the runs made (agent tool calls, tool nodes, map items), by tenant and graph",
+    ["tenant", "graph"],
+    registry=REGISTRY,
+)
+LLM_COST = Counter(
+    "agent_llm_cost_usd_total",
+    "Cost in USD of the runs' LLM turns (tokens times SPINDLE_MODEL_PRICES), by tenant and graph",
+    ["tenant", "graph"],
+    registry=REGISTRY,
+)
+
 # Bounded: a run that finishes on another worker is never discarded here, and a
 # long-lived process must not keep one entry per such run for ever.
 MAX_TRACKED = 100_000
@@ -147,6 +168,18 @@ def node_executed(workflow_id: str, node_type: str, status: str, duration_ms: fl
     NODE_DURATION.labels(nodeType=node_type).observe(max(0.0, duration_ms) / 1000)
     _track(_inflight_runs, workflow_id)
     RUNS_INFLIGHT.set(len(_inflight_runs))
+
+
+def llm_used(tenant: str, graph: str, prompt: int, completion: int, cost_usd: float) -> None:
+    """One LLM turn's tokens and cost (worker, ``llm_turn``)."""
+    LLM_TOKENS.labels(tenant=tenant, graph=graph, kind="prompt").inc(prompt)
+    LLM_TOKENS.labels(tenant=tenant, graph=graph, kind="completion").inc(completion)
+    LLM_COST.labels(tenant=tenant, graph=graph).inc(cost_usd)
+
+
+def tool_called(tenant: str, graph: str, count: int = 1) -> None:
+    """Tool calls made (worker: ``tool_call``, a ``tool`` node, a map's items)."""
+    TOOL_CALLS.labels(tenant=tenant, graph=graph).inc(count)
 
 
 def prompt_asked(workflow_id: str, node_id: str) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 JwtAlgorithm = Literal["HS256", "RS256"]
@@ -18,6 +18,19 @@ JWT_ALGORITHMS: tuple[JwtAlgorithm, ...] = ("HS256", "RS256")
 
 def _env(name: str, *plain: str) -> AliasChoices:
     return AliasChoices(f"SPINDLE_{name}", *plain)
+
+
+class ModelPrice(BaseModel):
+    """What one model costs (``Settings.model_prices``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input_per_1k: float = Field(0.0, ge=0, description="USD per 1,000 prompt tokens")
+    output_per_1k: float = Field(0.0, ge=0, description="USD per 1,000 completion tokens")
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """USD for one turn's tokens."""
+        return (prompt_tokens * self.input_per_1k + completion_tokens * self.output_per_1k) / 1000
 
 
 class Settings(BaseSettings):
@@ -368,6 +381,28 @@ class Settings(BaseSettings):
         ),
         validation_alias=_env("OUTBOUND_ALLOW"),
     )
+    mcp_stdio_commands: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Command lines (JSON list of strings, split like a shell) that agent nodes may "
+            "start as stdio MCP servers on the worker; a graph's `command` + `args` must equal "
+            "one of them exactly. Empty: no stdio MCP server may run (tenants never run "
+            "arbitrary commands)"
+        ),
+        validation_alias=_env("MCP_STDIO_COMMANDS"),
+    )
+    mcp_tools_cache_seconds: float = Field(
+        300.0,
+        ge=0,
+        description="How long a worker reuses an MCP server's tool list before listing again",
+        validation_alias=_env("MCP_TOOLS_CACHE_SECONDS"),
+    )
+    mcp_timeout_seconds: float = Field(
+        60.0,
+        gt=0,
+        description="Longest wait for an MCP server: connecting, listing tools or one tool call",
+        validation_alias=_env("MCP_TIMEOUT_SECONDS"),
+    )
 
     push_timeout_seconds: float = Field(
         5.0,
@@ -497,6 +532,15 @@ class Settings(BaseSettings):
             "(stream_options.include_usage); turn off for servers that reject it"
         ),
         validation_alias=_env("OPENAI_STREAM_USAGE"),
+    )
+    model_prices: dict[str, ModelPrice] = Field(
+        default_factory=dict,
+        description=(
+            'Price per model for budgets\' max_cost_usd, JSON: {"<model>": {"input_per_1k": '
+            'USD per 1,000 prompt tokens, "output_per_1k": USD per 1,000 completion tokens}}; '
+            '"*" prices any model not listed; an unpriced model costs 0'
+        ),
+        validation_alias=_env("MODEL_PRICES"),
     )
     llm_streaming: bool = Field(
         True,

@@ -11,11 +11,16 @@ document limit. Blobs are named ``<run key>/<kind>/<page>``; every attempt write
 its chunks under a name of its own and the header, written last, points at the
 newest attempt, so a retried batch replaces its results and never adds to them,
 and an older attempt finishing late never replaces a newer one's.
+
+Pages are not kept for ever: ``spindle archive prune`` deletes those of the runs
+it prunes and every page stored before its cut-off (``ItemStore.prune``).
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -33,6 +38,8 @@ CHUNKS_COLLECTION = "item_blob_chunks"
 INPUT = "in"
 RESULTS = "out"
 STATE = "state"
+# Pages deleted per round trip when pruning (bounded ``$in`` lists).
+PRUNE_BATCH = 500
 
 
 class ItemPageMissing(BlobIncomplete):
@@ -86,6 +93,8 @@ class ItemStore:
         header = {
             "_id": name,
             "key": key,
+            # What ``prune`` finds the pages of a pruned run by.
+            "workflow_id": key.split("/", 1)[0],
             "kind": kind,
             "page": page,
             "attempt": attempt,
@@ -128,6 +137,37 @@ class ItemStore:
             {"key": key, "kind": kind}, projection={"counts": 1, "page": 1}
         ).sort("page", ASCENDING)
         return [doc.get("counts") or {} async for doc in cursor]
+
+    async def prune(
+        self,
+        *,
+        stored_before: datetime,
+        workflow_ids: Sequence[str] = (),
+        dry_run: bool = False,
+    ) -> int:
+        """Delete the pages stored before ``stored_before`` and every page of
+        ``workflow_ids``; returns how many pages (counted only with ``dry_run``).
+
+        Only ``find`` with a range or ``$in`` and ``delete_many`` with ``$in``, in
+        bounded batches: works on MongoDB and on the nx-27017 wire server alike.
+        """
+        files: dict[str, str] = {}  # page name → its chunks' files_id
+        old = self._headers.find({"stored_at": {"$lt": stored_before}}, {"files_id": 1})
+        files.update({str(doc["_id"]): doc["files_id"] async for doc in old})
+        for start in range(0, len(workflow_ids), PRUNE_BATCH):
+            ids = list(workflow_ids[start : start + PRUNE_BATCH])
+            of_runs = self._headers.find({"workflow_id": {"$in": ids}}, {"files_id": 1})
+            files.update({str(doc["_id"]): doc["files_id"] async for doc in of_runs})
+        if dry_run:
+            return len(files)
+        names = list(files)
+        for start in range(0, len(names), PRUNE_BATCH):
+            batch = names[start : start + PRUNE_BATCH]
+            # Chunks first: a page is only gone once nothing of it is left behind.
+            chunks = {"files_id": {"$in": [files[name] for name in batch]}}
+            await self._chunks.collection.delete_many(chunks)
+            await self._headers.delete_many({"_id": {"$in": batch}})
+        return len(files)
 
     async def delete(self, key: str) -> int:
         """Remove every page of a map execution; returns how many there were."""

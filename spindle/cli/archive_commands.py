@@ -5,7 +5,8 @@
     spindle archive prune --older-than-days N [--dry-run]
 
 Deletes runs created more than N days ago together with their stream's messages,
-their node reports and their NodeMessage trace, and prints how many of each.
+their node reports, their NodeMessage trace and their map item pages (and any item
+page stored more than N days ago), and prints how many of each.
 pymongo is imported when the command runs, not when ``spindle`` builds its parser.
 """
 
@@ -31,10 +32,11 @@ def add_archive_command(commands: argparse._SubParsersAction[argparse.ArgumentPa
 
     prune = actions.add_parser(
         "prune",
-        help="delete runs older than N days with their messages, node reports and trace",
+        help="delete runs older than N days with their messages, reports, trace, item pages",
         description=described(
-            "Delete runs created more than N days ago with their messages, node reports "
-            "and NodeMessage trace, and print how many of each.",
+            "Delete runs created more than N days ago with their messages, node reports, "
+            "NodeMessage trace and map item pages (and any item page stored more than N "
+            "days ago), and print how many of each.",
             MONGO_DIRECT,
         ),
     )
@@ -76,6 +78,7 @@ def _cmd_prune(args: argparse.Namespace) -> int:
     verb = "would delete" if args.dry_run else "deleted"
     print(
         f"{verb} {counts.runs} runs, {counts.messages} messages, "
-        f"{counts.node_reports} node reports, {counts.trace_messages} trace messages"
+        f"{counts.node_reports} node reports, {counts.trace_messages} trace messages, "
+        f"{counts.item_pages} item pages"
     )
     return 0

@@ -1,5 +1,6 @@
 """Archive retention: delete runs older than a cut-off with their messages, node
-reports and NodeMessage trace.
+reports and NodeMessage trace, and the map item pages (``item_blobs``) of those
+runs and of any run stored before the cut-off.
 
 Works on MongoDB and on the nx-27017 wire server alike: only ``find`` with a
 range on ``created_at`` (a real date: it is written on insert), and
@@ -13,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from spindle.shared.store.archive import utcnow
+from spindle.shared.store.item_pages import ItemStore
 
 if TYPE_CHECKING:
     from spindle.shared.store.archive import RunArchive
@@ -29,6 +31,7 @@ class PruneCounts:
     messages: int = 0
     node_reports: int = 0
     trace_messages: int = 0
+    item_pages: int = 0
 
 
 def cutoff_for(days: float) -> datetime:
@@ -39,8 +42,8 @@ def cutoff_for(days: float) -> datetime:
 async def prune_runs(
     archive: RunArchive, *, older_than: datetime, dry_run: bool = False
 ) -> PruneCounts:
-    """Delete runs created before ``older_than``, with their messages, node reports
-    and NodeMessage trace (``run_trace``).
+    """Delete runs created before ``older_than``, with their messages, node reports,
+    NodeMessage trace (``run_trace``) and map item pages.
 
     A run's messages are those of its stream (the run's workflow id; workstream
     children post to their parent's stream, so they go with the parent).
@@ -70,4 +73,15 @@ async def prune_runs(
         reports += (await archive.node_reports_coll.delete_many(by_workflow)).deleted_count
         traced += (await archive.run_trace_coll.delete_many(by_trace_stream)).deleted_count
         runs += (await archive.runs.delete_many({"_id": {"$in": batch}})).deleted_count
-    return PruneCounts(runs=runs, messages=messages, node_reports=reports, trace_messages=traced)
+    # Map item pages: those of the runs above, and any stored before the cut-off
+    # (a run that was never archived leaves pages too).
+    pages = await ItemStore(archive.database).prune(
+        stored_before=older_than, workflow_ids=ids, dry_run=dry_run
+    )
+    return PruneCounts(
+        runs=runs,
+        messages=messages,
+        node_reports=reports,
+        trace_messages=traced,
+        item_pages=pages,
+    )

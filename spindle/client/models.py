@@ -112,7 +112,9 @@ class RunBundle(_Answer):
         messages: its stored messages, compact JSON (``t``, ``m``, ``d``, ``ts``, ...).
         node_reports: the archived node reports in execution order, with inputs
             and outputs (empty when the gateway runs without an archive).
-        history: the Temporal event history JSON; None once Temporal dropped it.
+        history: the Temporal event histories, one per generation of a run that
+            continued as new, oldest first: ``{"run_id", "events"}`` each (Temporal's
+            history JSON plus its run id); empty once Temporal dropped the run.
         trace: the run's NodeMessages, in order.
         trace_ids: ``run`` (the run's trace id) and ``messages`` (``seq``,
             ``traceId``, ``spanId`` per message); empty when tracing was off.
@@ -121,7 +123,7 @@ class RunBundle(_Answer):
     run: RunInfo
     messages: list[dict[str, Any]] = Field(default_factory=list)
     node_reports: list[ArchivedNodeReport] = Field(default_factory=list)
-    history: dict[str, Any] | None = None
+    history: list[dict[str, Any]] = Field(default_factory=list)
     trace: list[dict[str, Any]] = Field(default_factory=list)
     trace_ids: dict[str, Any] = Field(default_factory=dict)
 

@@ -2,7 +2,8 @@
 
     .venv/bin/python -m tests.bench.run
         [--only nodes|sse|updates|load|workstreams|jsonrpc|telemetry|scale|tokens|browser|redis
-                |history|items] [--history-nodes 5000] [--items 10000]
+                |history|items|budgets] [--history-nodes 5000] [--items 10000]
+        [--budget-turns 40]
         [--items-concurrency 16]
         [--nodes 50] [--messages 300] [--repeat 3] [--load-runs 200] [--load-concurrency N]
         [--ws-launches 20] [--ws-levels 5,10,20,30,40,50,75,100]
@@ -43,6 +44,9 @@ loopback ports, then prints (each section, or those chosen with ``--only``):
 - ``items``: wall time of a ``map`` of a no-op tool over 10,000 items, its cost per
   item against one bare Temporal activity, and the run's history events and bytes
   (see ``tests.bench.items``).
+- ``budgets``: budget accounting overhead per LLM turn: ms per turn (with its tool
+  call) of an agent with a budget whose caps are never reached vs without one, and
+  their ratio (see ``tests.bench.budgets``).
 
 Figures are printed and written to ``test-artifacts/bench.json``; nothing here
 asserts a time (speed is reported, never tested), except that the load run must
@@ -74,6 +78,7 @@ from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunArchive
 from spindle.shared.temporal.converter import data_converter
 from tests.bench.browser_latency import bench_browser_latency
+from tests.bench.budgets import bench_budgets
 from tests.bench.floor import BareActivities, NoopBatch, bench_noop, redis_pubsub_latencies
 from tests.bench.history import bench_history
 from tests.bench.items import bench_items
@@ -105,6 +110,7 @@ SECTIONS = (
     "redis",
     "history",
     "items",
+    "budgets",
 )
 
 
@@ -342,18 +348,31 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             )
         if "redis" in chosen:
             results["redis_topologies"] = await bench_redis_topologies(args.messages)
-        if "history" in chosen:
-            results["history_per_node"] = await bench_history(
-                client, settings, nodes=args.history_nodes
-            )
-        if "items" in chosen:
-            results["items"] = await bench_items(
-                client,
-                settings,
-                items=args.items,
-                concurrency=args.items_concurrency,
-                repeat=args.repeat,
-            )
+        results.update(await _workflow_sections(client, settings, args, chosen))
+    return results
+
+
+async def _workflow_sections(
+    client: Client, settings: Settings, args: argparse.Namespace, chosen: set[str]
+) -> dict[str, Any]:
+    """The sections that drive workflows on the client directly (no gateway)."""
+    results: dict[str, Any] = {}
+    if "history" in chosen:
+        results["history_per_node"] = await bench_history(
+            client, settings, nodes=args.history_nodes
+        )
+    if "items" in chosen:
+        results["items"] = await bench_items(
+            client,
+            settings,
+            items=args.items,
+            concurrency=args.items_concurrency,
+            repeat=args.repeat,
+        )
+    if "budgets" in chosen:
+        results["budget_accounting"] = await bench_budgets(
+            client, settings, turns=args.budget_turns, repeat=args.repeat
+        )
     return results
 
 
@@ -409,6 +428,9 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=10_000, help="items of the items section")
     parser.add_argument(
         "--items-concurrency", type=int, default=16, help="the map's concurrency (items section)"
+    )
+    parser.add_argument(
+        "--budget-turns", type=int, default=40, help="LLM turns per run of the budgets section"
     )
     args = parser.parse_args()
     started = time.perf_counter()

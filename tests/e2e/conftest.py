@@ -14,6 +14,7 @@ JWTs are accepted with the HS256 secret ``E2E_JWT_SECRET``.
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 import uuid
 from collections.abc import AsyncIterator
@@ -31,7 +32,7 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
 from spindle.dev.processes import ManagedProcess, free_port, python_module
-from spindle.shared.platform.settings import Settings
+from spindle.shared.platform.settings import ModelPrice, Settings
 from spindle.shared.store.api_keys import ApiKeyStore
 from tests.polling import eventually
 
@@ -72,6 +73,9 @@ def subprocess_env(settings: Settings) -> dict[str, str]:
         "SPINDLE_MAX_UPLOAD_BYTES": str(settings.max_upload_bytes),
         "SPINDLE_OUTBOUND_ALLOW": settings.outbound_allow,
         "SPINDLE_JSONRPC_MAX_BATCH": str(settings.jsonrpc_max_batch),
+        "SPINDLE_MODEL_PRICES": json.dumps(
+            {model: price.model_dump() for model, price in settings.model_prices.items()}
+        ),
         "SPINDLE_LOG_LEVEL": "INFO",
         # No worker metrics ports: parallel sessions would fight over them.
         "SPINDLE_WORKER_METRICS_PORT": "0",
@@ -209,6 +213,8 @@ def e2e_settings(settings: Settings) -> Settings:
             # The tests' callback receivers listen on 127.0.0.1 (only that address:
             # tests/e2e/test_outbound.py checks that the rest of loopback is refused).
             "outbound_allow": "127.0.0.1/32",
+            # Budgets' cost: the offline model gets a price (tests/e2e/test_budgets.py).
+            "model_prices": {"offline": ModelPrice(input_per_1k=0.5, output_per_1k=1.5)},
         }
     )
 
@@ -230,14 +236,14 @@ class Caller:
 async def callers(e2e_settings: Settings) -> dict[str, Caller]:
     """alice (tenant A, graph-editor: registers graphs, controls only her runs), bob
     (tenant A, no roles), carol (tenant A, admin), mallory (tenant B, graph-editor),
-    and sam (tenant C), whose runs on private task queues no other test walks."""
+    and sam (tenant C, graph-editor), whose runs on private task queues no other test walks."""
     suffix = uuid.uuid4().hex[:6]
     people = {
         "alice": (f"tenant-a-{suffix}", ["graph-editor"]),
         "bob": (f"tenant-a-{suffix}", []),
         "carol": (f"tenant-a-{suffix}", ["admin"]),
         "mallory": (f"tenant-b-{suffix}", ["graph-editor"]),
-        "sam": (f"tenant-c-{suffix}", []),
+        "sam": (f"tenant-c-{suffix}", ["graph-editor"]),
     }
     store = ApiKeyStore.from_settings(e2e_settings)
     try:

@@ -43,7 +43,9 @@ async def test_a_finished_runs_bundle_has_every_part(
     assert bundle["trace"][0]["nodeId"] == bundle["node_reports"][0]["node_id"]
     # The e2e stack does not trace: no trace ids, and nothing breaks.
     assert bundle["trace_ids"] == {"run": None, "messages": []}
-    events = bundle["history"]["events"]
+    [generation] = bundle["history"]  # one per generation; this run never continued as new
+    assert generation["run_id"] == run["run_id"]
+    events = generation["events"]
     assert events[0]["eventType"] == "EVENT_TYPE_WORKFLOW_EXECUTION_STARTED"
     assert events[-1]["eventType"] == "EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED"
 

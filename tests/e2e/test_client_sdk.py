@@ -205,7 +205,7 @@ async def test_sync_client_runs_the_approval_flow(
     review = next(r for r in bundle.node_reports if r.node_id == "review")
     assert review.status.value == "SUCCESS" and review.node_type == "prompt"
     assert review.output["payload"]["decision"] == "approve"
-    assert bundle.history is not None and bundle.history["events"]
+    assert len(bundle.history) == 1 and bundle.history[0]["events"]
 
 
 async def test_sync_stream_can_be_closed_early(

@@ -82,6 +82,9 @@ async def test_run_starts_beyond_the_rate_get_429(
         assert (await busy.post("/runs", json=start_body())).status_code == 201
     refused = await busy.post("/runs", json=start_body())
     throttled(refused, "rate_limit_run_starts")
+    # An AG-UI run is a run start like any other (tests/e2e/test_agui.py).
+    agui = {"threadId": "t-limits", "runId": "r1", "messages": []}
+    throttled(await busy.post("/agui/approval-flow", json=agui), "rate_limit_run_starts")
     listed = (await busy.get("/runs")).json()
     assert listed["total"] == RUN_STARTS  # the refused start left nothing behind
     assert (await calm.post("/runs", json=start_body())).status_code == 201
@@ -216,6 +219,8 @@ async def test_every_streaming_transport_takes_a_stream_slot(
             assert refused.status_code == 429, refused.text
             assert int(refused.headers["retry-after"]) >= 1
             assert "max_streams_per_tenant" in refused.json()["error"]["message"]
+        agui = {"threadId": "t-slots", "runId": "r1", "messages": []}
+        throttled(await busy.post("/agui/approval-flow", json=agui), "max_streams_per_tenant")
         streaming = (await busy.post("/", json=execute_call("s", stream=True))).json()
         assert streaming["error"]["code"] == -32005
         assert "max_streams_per_tenant" in streaming["error"]["data"]["detail"]

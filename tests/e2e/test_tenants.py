@@ -54,6 +54,8 @@ TENANT_SCOPED = {
     ("GET", "/conversations/{conversation_id}/runs"),
     ("POST", "/schedules"),
     ("GET", "/schedules"),
+    # AG-UI (tests/e2e/test_agui.py): threads are per tenant; another's is unknown (404).
+    ("POST", "/agui/{graph}"),
 }
 PROBLEM = "application/problem+json"
 
@@ -76,6 +78,7 @@ def concrete(path: str, workflow_id: str, run_id: str) -> str:
         "conversation_id": "conversation-of-nobody",
         "schedule_id": "nightly",
         "node_id": "review",
+        "graph": "approval-flow",
     }
     if "/files/" in path:
         values["name"] = "notes.txt"
@@ -325,6 +328,22 @@ async def test_a_stream_token_reaches_its_runs_stream_and_history_and_nothing_el
     assert a2a.status_code == 401, a2a.text
     # Nothing reached the run.
     assert (await wait_for_status(alice, wf, {"paused"}))["status"] == "paused"
+
+
+async def test_mcp_needs_credentials_and_is_closed_to_stream_tokens(
+    waiting_run: dict[str, Any], as_: Any
+) -> None:
+    """``/mcp`` (not in the OpenAPI document) is behind the same doors; its tenant
+    scoping (tools = the caller's graphs) is checked in tests/e2e/test_mcp.py."""
+    alice, anonymous = as_("alice"), as_(None)
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    reply = await anonymous.post("/mcp", json=listing)
+    assert reply.status_code == 401 and reply.headers["content-type"].startswith(PROBLEM)
+    assert reply.headers["www-authenticate"].startswith("Bearer")
+    minted = await alice.post(f"/runs/{waiting_run['workflow_id']}/stream-token")
+    bearer = {"Authorization": f"Bearer {minted.json()['access_token']}"}
+    scoped = await anonymous.post("/mcp", json=listing, headers=bearer)
+    assert scoped.status_code == 403 and scoped.headers["content-type"].startswith(PROBLEM)
 
 
 async def test_a_jwt_of_the_tenant_reads_its_runs(

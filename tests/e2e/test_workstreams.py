@@ -8,6 +8,7 @@ parent's one SSE stream, attributed by ``w`` (its launch id).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -374,6 +375,42 @@ async def test_cancelling_the_run_cancels_its_workstreams(
     assert [(w["launch_id"], w["state"]) for w in listed] == [(launch_id, "canceled")]
     late = await http.post(ws_url(parent), json={"task": "too late"})
     assert parent["workflow_id"] in problem(late, 409)["detail"]
+
+
+async def test_terminating_the_run_cancels_its_workstreams(
+    http: httpx.AsyncClient, stack: SpindleStack, parent: dict[str, Any], stream: SseConnection
+) -> None:
+    """Children outlive a parent generation (parent close policy ABANDON): a terminate,
+    which runs no code in the parent, still ends them, through the gateway."""
+    ack = await launch(http, parent, task="Keep an eye on latency.", interactive=True)
+    launch_id = ack["launch_id"]
+    await stream.until(of(launch_id, T.ANSWER), timeout=WAIT)
+
+    terminated = await http.post(f"/runs/{parent['workflow_id']}/terminate")
+    assert terminated.status_code == 202, terminated.text
+
+    rest = await stream.read_to_end(timeout=WAIT)
+    assert rest and rest[-1].json()["t"] == T.TERMINATED and "w" not in rest[-1].json()
+    # Not orphaned: the gateway cancelled the child, which ended as cancelled.
+    child = stack.temporal.get_workflow_handle(ack["child_workflow_id"])
+    outcome = await asyncio.wait_for(child.result(), timeout=WAIT)
+    assert outcome["launch_id"] == launch_id and outcome["state"] == "canceled"
+
+
+async def test_a_terminate_from_temporal_itself_also_ends_its_workstreams(
+    http: httpx.AsyncClient, stack: SpindleStack, parent: dict[str, Any], stream: SseConnection
+) -> None:
+    """Terminated outside Spindle (Temporal UI, CLI): the gateway notices the closed run
+    (here on GET /runs/{id}) and cancels its open children."""
+    ack = await launch(http, parent, task="Keep an eye on errors.", interactive=True)
+    await stream.until(of(ack["launch_id"], T.ANSWER), timeout=WAIT)
+
+    await stack.temporal.get_workflow_handle(parent["workflow_id"]).terminate("from the UI")
+    await wait_for_status(http, parent["workflow_id"], {"terminated"})
+
+    child = stack.temporal.get_workflow_handle(ack["child_workflow_id"])
+    outcome = await asyncio.wait_for(child.result(), timeout=WAIT)
+    assert outcome["state"] == "canceled"
 
 
 async def test_without_a_worker_the_list_is_a_503_and_comes_back(

@@ -13,6 +13,14 @@ from spindle.shared.bus.message_bus import StoredMessage
 from spindle.shared.contracts.runs import NodeReport, NodeStatus
 from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunArchive, RunRecord, utcnow
+from spindle.shared.store.item_pages import (
+    CHUNKS_COLLECTION,
+    HEADERS_COLLECTION,
+    INPUT,
+    RESULTS,
+    ItemStore,
+    items_key,
+)
 from spindle.shared.store.run_trace import TraceEntry, run_trace, save_trace
 from tests.cli_runner import run_spindle
 
@@ -67,7 +75,23 @@ async def seed_run(archive: RunArchive, *, age_days: float, messages: int) -> st
         for role in ("input", "output")
     ]
     await save_trace(archive, workflow_id, "r1", envelopes)
+    # A map's pages: its input and results (two pages each).
+    pages = ItemStore(archive.database)
+    key = items_key(workflow_id, "r1", "each", 1)
+    for kind in (INPUT, RESULTS):
+        for page in (0, 1):
+            await pages.put(key, kind, page, [{"item": page}])
     return workflow_id
+
+
+async def page_count(archive: RunArchive, workflow_id: str) -> tuple[int, int]:
+    """(page headers, chunks) stored for ``workflow_id``'s maps."""
+    headers = [
+        doc async for doc in archive.database[HEADERS_COLLECTION].find({"workflow_id": workflow_id})
+    ]
+    files = [doc["files_id"] for doc in headers]
+    chunks = await archive.database[CHUNKS_COLLECTION].count_documents({"files_id": {"$in": files}})
+    return len(headers), chunks
 
 
 async def test_prune_deletes_old_runs_with_their_messages_and_reports(
@@ -85,29 +109,58 @@ async def test_prune_deletes_old_runs_with_their_messages_and_reports(
     dry = spindle(mongo_url, "archive", "prune", "--older-than-days", "30", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert dry.stdout.strip() == (
-        "would delete 2 runs, 5 messages, 2 node reports, 4 trace messages"
+        "would delete 2 runs, 5 messages, 2 node reports, 4 trace messages, 8 item pages"
     )
     assert await archive.get_run(old) is not None
 
     done = spindle(mongo_url, "archive", "prune", "--older-than-days", "30")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == ("deleted 2 runs, 5 messages, 2 node reports, 4 trace messages")
+    assert done.stdout.strip() == (
+        "deleted 2 runs, 5 messages, 2 node reports, 4 trace messages, 8 item pages"
+    )
 
     for gone in (old, older):
         assert await archive.get_run(gone) is None
         assert await archive.messages(gone) == []
         assert await archive.node_reports(gone) == []
         assert await run_trace(archive, gone) == []
+        assert await page_count(archive, gone) == (0, 0)  # no header, no chunk left
     kept = await archive.get_run(recent)
     assert kept is not None and kept.status == "completed"
     assert len(await archive.messages(recent)) == 4
     assert len(await archive.node_reports(recent)) == 1
     assert [m["role"] for m in await run_trace(archive, recent)] == ["input", "output"]
+    assert await page_count(archive, recent) == (4, 4)
+    assert await ItemStore(archive.database).get(
+        items_key(recent, "r1", "each", 1), RESULTS, 1
+    ) == [{"item": 1}]
 
     # Nothing is old enough any more: a second prune deletes nothing.
     again = spindle(mongo_url, "archive", "prune", "--older-than-days", "30")
-    assert again.stdout.strip() == ("deleted 0 runs, 0 messages, 0 node reports, 0 trace messages")
+    assert again.stdout.strip() == (
+        "deleted 0 runs, 0 messages, 0 node reports, 0 trace messages, 0 item pages"
+    )
     await archive.runs.delete_many({"_id": recent})
+
+
+async def test_prune_deletes_item_pages_stored_before_the_cutoff_without_a_run(
+    archive: RunArchive, mongo_url: str
+) -> None:
+    """Pages of a run the archive never recorded (archive off) still age out."""
+    pages = ItemStore(archive.database)
+    orphan = f"orphan-{uuid.uuid4().hex[:12]}"
+    await pages.put(items_key(orphan, "r1", "each", 1), INPUT, 0, ["a", "b"])
+    await archive.database[HEADERS_COLLECTION].update_many(
+        {"workflow_id": orphan}, {"$set": {"stored_at": utcnow() - timedelta(days=40)}}
+    )
+    kept = f"fresh-{uuid.uuid4().hex[:12]}"
+    await pages.put(items_key(kept, "r1", "each", 1), INPUT, 0, ["c"])
+
+    done = spindle(mongo_url, "archive", "prune", "--older-than-days", "30")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith(", 1 item pages")
+    assert await page_count(archive, orphan) == (0, 0)
+    assert await page_count(archive, kept) == (1, 1)
 
 
 def test_prune_refuses_a_negative_age(mongo_url: str) -> None:

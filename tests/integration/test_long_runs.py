@@ -27,7 +27,12 @@ from spindle.shared.platform.settings import Settings
 from spindle.worker.main import build_worker
 from tests.history_volume import history_volume, loop_graph
 
-# At the size users run: ~27 nodes/s on a loaded 2-core box (6 min), ~70/s idle.
+# At the size users run: ~27 nodes/s on a loaded 2-core box (6 min), ~70/s idle;
+# 640 s at load average 13-17 (2026-11-25). Profiled then (a sampler over every
+# thread of the worker): the worker's Python is under 2 % of the wall time; a node
+# costs ~41 ms of workflow task, ~26 ms of activity (its two stream posts) and
+# ~13 ms of dispatch on the dev server, i.e. server round trips, not worker code.
+# The worker already runs without the archive: no per-node MongoDB round trip.
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 ITERATIONS = 4999  # 2 * (1 + 4999) = 10,000 node executions

@@ -27,11 +27,19 @@ from spindle.shared.contracts.runs import (
     SignalAck,
     UserInput,
 )
+from spindle.shared.contracts.workstreams import (
+    TERMINATE_WORKSTREAM_UPDATE,
+    WORKSTREAMS_QUERY,
+    TerminateAck,
+    TerminateWorkstream,
+    WorkstreamList,
+    WorkstreamState,
+)
 from spindle.worker.examples import load_example
 from spindle.worker.replay import fetch_generations, record_history, replay, save_history
 from tests.polling import eventually
 from tests.workflow.runs import GraphRunner
-from tests.workflow.test_continue_as_new import LOOP_AND_PROMPT
+from tests.workflow.test_continue_as_new import LOOP_AND_PROMPT, WORKSTREAM_PROMPT_AND_LOOP
 
 pytestmark = pytest.mark.integration
 
@@ -131,3 +139,69 @@ async def test_a_run_over_generations_replays(dev_runner: GraphRunner) -> None:
     if RECORD:
         for generation, history in enumerate(histories, start=1):
             save_history(history, HISTORIES, generation)
+
+
+async def test_a_run_over_generations_with_a_running_workstream_replays(
+    dev_runner: GraphRunner,
+) -> None:
+    """A workstream launched in generation 1 runs on while the run continues as new; it
+    is terminated from a later generation, which learns its end from its signal."""
+    workflow_id = "long-workstream" if RECORD else f"long-workstream-{uuid.uuid4().hex[:8]}"
+    handle = await dev_runner.client.start_workflow(
+        GRAPH_RUN_WORKFLOW,
+        GraphRunInput(
+            graph=WORKSTREAM_PROMPT_AND_LOOP,
+            input={"topic": "history"},
+            continue_as_new_after_events=100,
+        ),
+        id=workflow_id,
+        task_queue=dev_runner.task_queue,
+        result_type=GraphRunResult,
+    )
+    latest = dev_runner.client.get_workflow_handle(workflow_id, result_type=GraphRunResult)
+
+    async def looped_and_waiting() -> bool:
+        try:
+            described = await latest.query(
+                DESCRIBE_QUERY, result_type=RunDescription, rpc_timeout=timedelta(seconds=2)
+            )
+        except RPCError:
+            return False  # asked the generation that was just handing over
+        return described.current_nodes == ["ask"] and described.generation > 1
+
+    await eventually(looped_and_waiting, what="the loop over, the prompt waiting", timeout=60)
+    await latest.execute_update(
+        TERMINATE_WORKSTREAM_UPDATE, TerminateWorkstream(launch_id="ws-1"), result_type=TerminateAck
+    )
+
+    async def child_ended() -> bool:
+        try:
+            listed = await latest.query(
+                WORKSTREAMS_QUERY, result_type=WorkstreamList, rpc_timeout=timedelta(seconds=2)
+            )
+        except RPCError:
+            return False
+        return listed.workstreams[0].state is WorkstreamState.CANCELED
+
+    await eventually(child_ended, what="ws-1 ended", timeout=60)
+    await latest.execute_update(USER_INPUT_UPDATE, UserInput(message="yes"), result_type=SignalAck)
+    result = await latest.result()
+    assert result.generation >= 2
+
+    histories = await fetch_generations(
+        dev_runner.client, workflow_id, handle.first_execution_run_id or ""
+    )
+    assert len(histories) == result.generation
+    child = await dev_runner.client.get_workflow_handle(f"{workflow_id}.ws-1").fetch_history()
+    signalled = [
+        e
+        for e in child.events
+        if e.event_type == EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED
+    ]
+    assert signalled  # WorkstreamEnded, to the parent's workflow id
+    named = [(f"{workflow_id} run {i}", h) for i, h in enumerate(histories)]
+    assert await replay([*named, (f"{workflow_id}.ws-1", child)]) == []
+    if RECORD:
+        for generation, history in enumerate(histories, start=1):
+            save_history(history, HISTORIES, generation)
+        save_history(child, HISTORIES)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from temporalio.api.enums.v1 import ParentClosePolicy
+from temporalio.client import WorkflowHistory
 
 from spindle.worker.replay import load_history, replay_histories
 from spindle.worker.replay import main as replay_main
@@ -25,6 +27,8 @@ def test_every_example_has_a_recorded_history() -> None:
     assert stems >= {*EXAMPLES, "delegation.ws-1"}
     # A run that continued as new: one history per generation, <id>~<generation>.
     assert stems >= {"long-loop", "long-loop~2", "long-loop~3"}
+    # ... and one whose workstream ran across generations, with the child's history.
+    assert stems >= {"long-workstream", "long-workstream~2", "long-workstream.ws-1"}
     for path in history_files():
         assert load_history(path).workflow_id == path.stem.split("~")[0]
 
@@ -35,6 +39,29 @@ def test_a_later_generation_starts_from_what_the_previous_one_carried() -> None:
     started = second.events[0].workflow_execution_started_event_attributes
     assert ended.new_execution_run_id == second.run_id
     assert started.continued_execution_run_id == first.run_id
+
+
+def test_a_workstream_launched_in_one_generation_reports_its_end_to_a_later_one() -> None:
+    first = load_history(HISTORIES / "long-workstream.json")
+    later = sorted(HISTORIES.glob("long-workstream~*.json"))
+
+    def signals(history: WorkflowHistory) -> list[str]:
+        return [
+            e.workflow_execution_signaled_event_attributes.signal_name
+            for e in history.events
+            if e.HasField("workflow_execution_signaled_event_attributes")
+        ]
+
+    started = [
+        e.start_child_workflow_execution_initiated_event_attributes
+        for e in first.events
+        if e.HasField("start_child_workflow_execution_initiated_event_attributes")
+    ]
+    assert [s.parent_close_policy for s in started] == [
+        ParentClosePolicy.PARENT_CLOSE_POLICY_ABANDON
+    ]
+    assert "WorkstreamEnded" not in signals(first)
+    assert sum(signals(load_history(p)).count("WorkstreamEnded") for p in later) == 1
 
 
 async def test_recorded_histories_replay_with_the_current_workflow() -> None:

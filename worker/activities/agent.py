@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from temporalio import activity
 
+from spindle.shared.contracts.budgets import TurnUsage
 from spindle.shared.contracts.errors import (
     LlmRefused,
     NodeFailed,
@@ -27,6 +28,7 @@ from spindle.shared.contracts.messages import AgentMessageType
 from spindle.shared.contracts.runs import NodeStatus
 from spindle.shared.graphs.node_params import AgentParams
 from spindle.shared.graphs.node_types import AGENT
+from spindle.shared.platform import metrics
 from spindle.shared.platform.logging_setup import bind_activity_log_context
 from spindle.shared.platform.settings import get_settings
 from spindle.shared.store.conversations import ConversationStore, conversation_key
@@ -49,6 +51,7 @@ from spindle.worker.contracts import (
     LlmTurnInput,
     LlmTurnResult,
     NodeExecution,
+    ToolCall,
     ToolCallInput,
     ToolCallResult,
 )
@@ -62,6 +65,7 @@ from spindle.worker.llm.base import (
 from spindle.worker.llm.chunk_batcher import ChunkBatcher
 from spindle.worker.llm.prompting import with_opening
 from spindle.worker.llm.token_relay import relay_tokens
+from spindle.worker.mcp_tools import McpToolCache, split_name, tool_cache
 from spindle.worker.tools import get_tool
 from spindle.worker.workflows.workstreams.parent_tools import WORKSTREAM_TOOL_SPECS
 
@@ -98,6 +102,34 @@ def tool_specs(execution: NodeExecution, names: list[str]) -> list[ToolSpec]:
     return specs
 
 
+async def mcp_tool_specs(params: AgentParams, cache: McpToolCache) -> list[ToolSpec]:
+    """The tools of the node's MCP servers, as ``<server>__<tool>`` (cached per worker).
+
+    Raises:
+        RuntimeError: a server could not be listed (retryable: it may be back soon).
+    """
+    specs: list[ToolSpec] = []
+    for server in params.mcp_servers:
+        try:
+            tools = await cache.tools(server)
+        except ToolError as exc:
+            raise RuntimeError(str(exc)) from exc
+        specs.extend(
+            ToolSpec(name=t.qualified, description=t.description, parameters=t.input_schema)
+            for t in tools
+        )
+    return specs
+
+
+async def _run_tool(params: AgentParams, call: ToolCall, cache: McpToolCache) -> Any:
+    """A registered tool (``params.tools``) or an MCP server's (``params.mcp_servers``)."""
+    if params.mcp_servers and split_name(call.name) is not None:
+        return await cache.call(params.mcp_servers, call.name, call.arguments)
+    if call.name not in params.tools:
+        raise ToolError(f"tool '{call.name}' is not offered to this agent")
+    return await get_tool(call.name).call(call.arguments)
+
+
 def _json(value: Any) -> str:
     return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
 
@@ -112,6 +144,7 @@ class AgentActivities:
             ``Settings.stream_chunk_interval_ms``.
         chunk_max_chars: most characters of one chunk; default:
             ``Settings.stream_chunk_max_chars``.
+        mcp: the worker's MCP tool lists; default: the process-wide cache.
     """
 
     def __init__(
@@ -123,8 +156,10 @@ class AgentActivities:
         streaming: bool | None = None,
         chunk_interval: float | None = None,
         chunk_max_chars: int | None = None,
+        mcp: McpToolCache | None = None,
     ) -> None:
         settings = get_settings()
+        self.mcp = mcp if mcp is not None else tool_cache()
         self.bus = bus
         self.archive = archive
         self.llm = llm
@@ -138,6 +173,7 @@ class AgentActivities:
         self.chunk_max_chars = (
             settings.stream_chunk_max_chars if chunk_max_chars is None else chunk_max_chars
         )
+        self.prices = settings.model_prices
 
     async def _conversation(self, turn: LlmTurnInput) -> list[ChatMessage]:
         """The whole conversation so far: stored earlier messages, then the new ones."""
@@ -175,7 +211,7 @@ class AgentActivities:
         params = agent_params(execution)
         request = LlmRequest(
             messages=with_opening(params, execution.state, await self._conversation(turn)),
-            tools=tool_specs(execution, params.tools),
+            tools=tool_specs(execution, params.tools) + await mcp_tool_specs(params, self.mcp),
             model=params.model,
             temperature=params.temperature,
         )
@@ -192,6 +228,7 @@ class AgentActivities:
         if response.usage is not None:
             details["usage"] = response.usage.model_dump()
         details["llm_ms"] = llm_ms
+        usage = self._usage(execution, response)
 
         if message.tool_calls:
             names = ", ".join(c.name for c in message.tool_calls)
@@ -202,7 +239,7 @@ class AgentActivities:
                 details=details,
             )
             await poster.archive()
-            return LlmTurnResult(message=message, final=False)
+            return LlmTurnResult(message=message, final=False, usage=usage)
 
         answer = message.content or ""
         await poster.post(AgentMessageType.ANSWER, answer, details=details)
@@ -225,7 +262,21 @@ class AgentActivities:
         )
         await poster.archive()
         await self.tasks.node_finished(execution, answer)
-        return LlmTurnResult(message=message, final=True, report=report)
+        return LlmTurnResult(message=message, final=True, report=report, usage=usage)
+
+    def _usage(self, execution: NodeExecution, response: LlmResponse) -> TurnUsage | None:
+        """The turn's tokens and cost (priced here, so the workflow counts a recorded figure)."""
+        if response.usage is None:
+            return None
+        model = response.model or agent_params(execution).model or ""
+        price = self.prices.get(model) or self.prices.get("*")
+        prompt, completion = response.usage.prompt_tokens, response.usage.completion_tokens
+        cost = round(price.cost(prompt, completion), 9) if price is not None else 0.0
+        run = execution.run
+        metrics.llm_used(run.tenant_id, run.graph_name, prompt, completion, cost)
+        return TurnUsage(
+            model=model, prompt_tokens=prompt, completion_tokens=completion, cost_usd=cost
+        )
 
     @activity.defn(name=TOOL_CALL)
     async def tool_call(self, call_input: ToolCallInput) -> ToolCallResult:
@@ -246,13 +297,10 @@ class AgentActivities:
                 "arguments": call.arguments,
             },
         )
-        offered = agent_params(execution).tools
+        params = agent_params(execution)
         try:
-            if call.name not in offered:
-                raise ToolError(f"tool '{call.name}' is not offered to this agent")
-            tool = get_tool(call.name)
             async with heartbeating(execution.node.id, call.id):
-                result = await tool.call(call.arguments)
+                result = await _run_tool(params, call, self.mcp)
         except ToolError as exc:
             outcome = ToolCallResult(
                 call_id=call.id, name=call.name, content=_json({"error": str(exc)}), ok=False
@@ -267,6 +315,7 @@ class AgentActivities:
             )
         else:
             outcome = ToolCallResult(call_id=call.id, name=call.name, content=_json(result))
+        metrics.tool_called(execution.run.tenant_id, execution.run.graph_name)
         if call_input.batch_size > 1:
             # Seed 002's BATCH_PROGRESS: where a batch of parallel tool calls stands.
             await poster.post(
@@ -281,6 +330,22 @@ class AgentActivities:
                     "batch_index": call_input.batch_index,
                     "batch_size": call_input.batch_size,
                     "ok": outcome.ok,
+                    "result": outcome.content,
+                },
+            )
+        else:
+            # What the tool returned, on the stream (AG-UI's TOOL_CALL_RESULT,
+            # docs/protocols.md); a batch carries it on its BATCH_PROGRESS.
+            await poster.post(
+                AgentMessageType.UPDATE,
+                f"Tool {call.name} {'returned' if outcome.ok else 'failed'}",
+                details={
+                    "node_id": execution.node.id,
+                    "turn": call_input.turn,
+                    "call_id": call.id,
+                    "tool": call.name,
+                    "ok": outcome.ok,
+                    "result": outcome.content,
                 },
             )
         await poster.archive()

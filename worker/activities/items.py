@@ -27,6 +27,7 @@ from spindle.shared.contracts.messages import AgentMessageType
 from spindle.shared.contracts.runs import NodeStatus
 from spindle.shared.graphs.expressions import ExpressionError, evaluate
 from spindle.shared.graphs.node_params import MapParams
+from spindle.shared.platform import metrics
 from spindle.shared.platform.logging_setup import bind_activity_log_context
 from spindle.shared.platform.mongo import mongo_client
 from spindle.shared.platform.settings import get_settings
@@ -206,6 +207,7 @@ class ItemActivities:
             results = await asyncio.gather(*(one(first + i, v) for i, v in enumerate(values)))
         failed = sum(1 for result in results if "error" in result)
         counts = {"succeeded": len(results) - failed, "failed": failed}
+        metrics.tool_called(execution.run.tenant_id, execution.run.graph_name, len(results))
         attempt = activity.info().attempt
         await store.put(key, RESULTS, batch.page, results, attempt=attempt, counts=counts)
         # Progress over every batch stored so far: batches finish in any order.

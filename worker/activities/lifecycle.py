@@ -53,7 +53,7 @@ class LifecycleActivities:
         else:
             await poster.post(
                 AgentMessageType.TERMINATED,
-                f"Run {status.value}",
+                f"Run {status.value}" + (f": {finish.error}" if finish.error else ""),
                 details={"status": status.value},
             )
         fields: dict[str, Any] = {

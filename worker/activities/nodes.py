@@ -16,6 +16,8 @@ from temporalio import activity
 
 from spindle.shared.contracts.errors import ExecutorNotFound, to_application_error
 from spindle.shared.contracts.runs import NodeStatus
+from spindle.shared.graphs.node_types import TOOL
+from spindle.shared.platform import metrics
 from spindle.shared.platform.logging_setup import bind_activity_log_context
 from spindle.worker.activities.heartbeat import heartbeating
 from spindle.worker.activities.params import resolve_params, validate_params
@@ -150,6 +152,8 @@ class NodeActivities:
             current=not start_recorded,
         )
         await poster.archive()
+        if node.type == TOOL.name:  # a tool node is a tool call for the spend metrics
+            metrics.tool_called(execution.run.tenant_id, execution.run.graph_name)
         await self.tasks.node_finished(execution, result.data)
         return NodeOutcome(
             output=result.data, ports=result.ports, meta=result.metadata, report=report

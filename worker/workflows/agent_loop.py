@@ -15,9 +15,11 @@ The same loop serves ``agent`` nodes (``run_agent``) and workstreams
   e.g. ``launch_workstream``;
 - ``AgentHooks`` let the caller pause before a step, inject steering messages,
   watch each model message and ask for a graceful stop;
-- ``opening`` continues an earlier conversation (interactive follow-ups).
+- ``opening`` continues an earlier conversation (interactive follow-ups);
+- a ``StepMeter`` counts each turn's tokens and each tool call, and may hold
+  or refuse the next step at a budget cap (docs/graphs/budgets.md).
 
-Without hooks, toolbox and opening the loop schedules exactly the activities it
+Without hooks, toolbox, opening and a meter at a cap the loop schedules exactly the activities it
 always did (ids and inputs), so recorded histories replay.
 
 Runs inside the workflow sandbox: deterministic, no I/O.
@@ -27,12 +29,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from spindle.shared.contracts.budgets import TurnUsage
     from spindle.shared.contracts.errors import AgentMaxTurns, to_application_error
     from spindle.shared.contracts.runs import NodeReport, NodeStatus
     from spindle.shared.graphs.node_params import AgentParams
@@ -69,6 +72,17 @@ class WorkflowToolbox(Protocol):
         """Handle one call (deterministically: workflow code). Errors should come
         back as a result with ``ok=False`` so the model can read them."""
         ...
+
+
+class StepMeter(Protocol):
+    """Counts the loop's spend; ``gate`` runs before each LLM turn and tool call
+    (after the hooks' ``before_*``) and may wait there or raise."""
+
+    async def gate(self, step: Literal["llm", "tool"]) -> None: ...
+
+    def llm_used(self, usage: TurnUsage | None) -> None: ...
+
+    def tools_used(self, count: int = 1) -> None: ...
 
 
 class AgentHooks(Protocol):
@@ -140,6 +154,7 @@ async def run_agent(
     *,
     toolbox: WorkflowToolbox | None = None,
     hooks: AgentHooks | None = None,
+    meter: StepMeter | None = None,
 ) -> NodeOutcome:
     """Run an agent node to its final answer.
 
@@ -147,6 +162,7 @@ async def run_agent(
         execution: the node (``type: agent``) and the run state.
         toolbox: tools answered in the workflow (e.g. ``launch_workstream``).
         hooks: loop callbacks; a stop returns the best answer so far.
+        meter: counts spend; may hold or refuse the next step at a budget cap.
 
     Returns:
         The outcome whose output is the final assistant content.
@@ -158,7 +174,7 @@ async def run_agent(
     """
     node = execution.node
     started = workflow.now()
-    reply = await converse(execution, toolbox=toolbox, hooks=hooks)
+    reply = await converse(execution, toolbox=toolbox, hooks=hooks, meter=meter)
     if reply.exhausted:
         limit = max_turns(execution)
         raise to_application_error(
@@ -186,6 +202,7 @@ async def converse(
     toolbox: WorkflowToolbox | None = None,
     hooks: AgentHooks | None = None,
     id_prefix: str | None = None,
+    meter: StepMeter | None = None,
 ) -> AgentReply:
     """Run the loop until a final answer, a stop, or ``max_turns``; never raises
     for the turn limit (see ``AgentReply.exhausted``).
@@ -202,9 +219,12 @@ async def converse(
         id_prefix: activity ids are ``<id_prefix>.t<turn>`` and
             ``<id_prefix>.t<turn>.<call id>``; default ``<node id>.<visit>``.
             Must make them unique within the workflow run.
+        meter: counts each turn's usage and each tool call; its ``gate`` runs
+            before each step and may wait (a budget's pause) or raise.
 
     Raises:
         temporalio.exceptions.ActivityError: a turn or tool call failed for good.
+        ApplicationError: ``BudgetExhausted`` from the meter's gate.
     """
     node = execution.node
     prefix = id_prefix if id_prefix is not None else f"{node.id}.{execution.visit}"
@@ -227,6 +247,8 @@ async def converse(
                 return AgentReply(
                     conversation=before + messages, answer=best, stopped=True, turns=turn - 1
                 )
+        if meter is not None:
+            await meter.gate("llm")
         conversation = before + messages
         result = await workflow.execute_activity(
             LLM_TURN,
@@ -246,6 +268,8 @@ async def converse(
             priority=policies.node_priority(node),
         )
         sent = len(conversation)
+        if meter is not None:
+            meter.llm_used(result.usage)
         messages.append(result.message)
         if result.message.content:
             best = result.message.content
@@ -268,6 +292,7 @@ async def converse(
                     call,
                     toolbox=toolbox,
                     hooks=hooks,
+                    meter=meter,
                     batch=(index, len(result.message.tool_calls)),
                 )
                 for index, call in enumerate(result.message.tool_calls, start=1)
@@ -288,6 +313,7 @@ async def _call_tool(
     *,
     toolbox: WorkflowToolbox | None,
     hooks: AgentHooks | None,
+    meter: StepMeter | None = None,
     batch: tuple[int, int] = (1, 1),
 ) -> ToolCallResult:
     node = execution.node
@@ -296,6 +322,8 @@ async def _call_tool(
         if hooks.should_stop():
             # A graceful stop runs no further step: the call is answered as skipped.
             return ToolCallResult(call_id=call.id, name=call.name, content=_STOPPED, ok=False)
+    if meter is not None:
+        await meter.gate("tool")
     if toolbox is not None and call.name in toolbox.names:
         return await toolbox.call(call)
     result: ToolCallResult = await workflow.execute_activity(
@@ -311,4 +339,6 @@ async def _call_tool(
         task_queue=node.task_queue,
         priority=policies.node_priority(node),
     )
+    if meter is not None:
+        meter.tools_used()
     return result

@@ -19,17 +19,19 @@ import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, FailureError, RetryState
 
 with workflow.unsafe.imports_passed_through():
+    from spindle.shared.contracts.budgets import RAISE_BUDGET_UPDATE, BudgetAck, BudgetRaise
     from spindle.shared.contracts.errors import (
         InputInvalid,
         NodeFailed,
         NotWaiting,
+        RunDeadlineExceeded,
         to_application_error,
     )
     from spindle.shared.contracts.messages import AgentMessageType
@@ -51,7 +53,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from spindle.shared.graphs.expressions import ExpressionError
     from spindle.shared.graphs.node_params import PromptParams, default_ui_schema
-    from spindle.shared.graphs.node_types import PROMPT, NodeTypeSpec, RunKind
+    from spindle.shared.graphs.node_types import PROMPT, TOOL, NodeTypeSpec, RunKind
     from spindle.shared.graphs.state_reads import node_state_reads, project_state
     from spindle.worker import policies
     from spindle.worker.activities.params import resolve_params, validate_params
@@ -74,6 +76,7 @@ with workflow.unsafe.imports_passed_through():
     from spindle.worker.hitl import resolve_answer
     from spindle.worker.registry import spec_of
     from spindle.worker.workflows.agent_loop import run_agent
+    from spindle.worker.workflows.budget_meter import BudgetMeter
     from spindle.worker.workflows.items import run_map
     from spindle.worker.workflows.scheduler import Activation, Advance, GraphScheduler
     from spindle.worker.workflows.workstreams.parent_handlers import WorkstreamHandlers
@@ -92,6 +95,10 @@ class _Completion:
 
 class _RunFailed(Exception):
     """Raised inside the run to stop it as failed, with the user-facing error."""
+
+
+class _DeadlinePassed(Exception):
+    """Raised inside the run when its ``deadline_seconds`` has passed."""
 
 
 @workflow.defn(name=GRAPH_RUN_WORKFLOW)
@@ -133,8 +140,22 @@ class GraphRun(WorkstreamHandlers):
         self._output_node_ran = False
         self._error: str | None = None
         self._notices = 0
+        # Budgets and deadlines (docs/graphs/budgets.md): counted from activity results.
+        self._budget = BudgetMeter(
+            run_input.budget, carried.budget if carried else None, self._post_budget_notice
+        )
+        self._deadline_at: datetime | None = None
+        if carried is not None and carried.deadline_at is not None:
+            self._deadline_at = datetime.fromisoformat(carried.deadline_at)
+        elif run_input.deadline_seconds is not None:
+            self._deadline_at = workflow.now() + timedelta(seconds=run_input.deadline_seconds)
+        self._deadline_passed = False
         self._workstreams = WorkstreamSupervisor(
-            self._run, user_id=run_input.user_id, max_live=run_input.max_live_workstreams
+            self._run,
+            user_id=run_input.user_id,
+            max_live=run_input.max_live_workstreams,
+            meter=self._budget,
+            deadline_at=self._deadline_at,
         )
         self._generation = 1
         self._history_warned = False
@@ -158,6 +179,7 @@ class GraphRun(WorkstreamHandlers):
         self._history_warned = carried.history_warned
         self._carried_waits = dict(carried.waits)
         self._workstreams.restore_counts(carried.workstream_counts)
+        self._workstreams.restore(carried.workstreams)
 
     # -- the run ---------------------------------------------------------------
 
@@ -172,25 +194,49 @@ class GraphRun(WorkstreamHandlers):
         # Watches history size on every activation, also while a long node (an
         # agent's turns, a workstream) keeps the run from a node boundary.
         watch = asyncio.create_task(self._watch_history())
+        deadline = asyncio.create_task(self._watch_deadline()) if self._deadline_at else None
         try:
             return await self._run_to_end()
         finally:
             watch.cancel()
+            if deadline is not None:
+                deadline.cancel()
+
+    async def _watch_deadline(self) -> None:
+        """One durable timer to the run's deadline; at it the run stops (``timed_out``)."""
+        assert self._deadline_at is not None
+        remaining = (self._deadline_at - workflow.now()).total_seconds()
+        if remaining > 0:
+            await asyncio.sleep(remaining)
+        self._deadline_passed = True
 
     async def _run_to_end(self) -> GraphRunResult:
         try:
             # A continued run (carried) recorded its start in its first execution.
             if self._input.scheduled_by is not None and self._input.carried is None:
                 await self._record_start(self._input)
+            self._workstreams.resume_adopted()
             await self._drive()
             # Non-interactive children run to their end (deadline-bounded).
             await self._workstreams.close("parent_finished", stop_all=False)
         except asyncio.CancelledError:
             await self._stop_nodes()
-            await self._workstreams.close("parent_canceled", stop_all=True)
+            # The run's children_policy: stop running children, or let them finish first.
+            stop_all = self._input.children_policy == "cancel_children"
+            await self._workstreams.close("parent_canceled", stop_all=stop_all)
             self._status = RunStatus.CANCELED
             await self._finish(RunStatus.CANCELED)
             raise
+        except _DeadlinePassed:
+            await self._stop_nodes()
+            stop_all = self._input.children_policy == "cancel_children"
+            await self._workstreams.close("timeout", stop_all=stop_all)
+            self._status = RunStatus.TIMED_OUT
+            self._error = (
+                f"the run passed its deadline ({self._input.deadline_seconds} s) and was stopped"
+            )
+            await self._finish(RunStatus.TIMED_OUT)
+            raise to_application_error(RunDeadlineExceeded(self._error)) from None
         except _RunFailed as failure:
             await self._stop_nodes()
             await self._workstreams.close("parent_finished", stop_all=True)
@@ -208,6 +254,7 @@ class GraphRun(WorkstreamHandlers):
             node_reports=list(self._reports),
             report_counts=dict(self._report_counts),
             generation=self._generation,
+            budget=self._budget.state() if self._budget_shown() else None,
         )
 
     async def _drive(self) -> None:
@@ -219,7 +266,9 @@ class GraphRun(WorkstreamHandlers):
             resumed += [Activation(node_id, w.visit) for node_id, w in carried.waits.items()]
             await self._apply(Advance(ready=resumed))
         while not self._scheduler.finished:
-            await workflow.wait_condition(lambda: bool(self._completions))
+            await workflow.wait_condition(lambda: bool(self._completions) or self._deadline_passed)
+            if self._deadline_passed:
+                raise _DeadlinePassed()
             while self._completions:
                 done = self._completions.pop(0)
                 node_id = done.activation.node_id
@@ -277,8 +326,9 @@ class GraphRun(WorkstreamHandlers):
         return info.is_continue_as_new_suggested()
 
     def _at_boundary(self) -> bool:
-        """No node in flight but prompts that asked and wait; no child running."""
-        if self._completions or self._answers or not self._workstreams.settled:
+        """No node in flight but prompts that asked and wait; children that may be
+        handed over (docs/graphs/long-runs.md)."""
+        if self._completions or self._answers or not self._workstreams.may_hand_over():
             return False
         return all(node_id in self._waiting for node_id in self._tasks)
 
@@ -312,6 +362,9 @@ class GraphRun(WorkstreamHandlers):
             notices=self._notices,
             history_warned=self._history_warned,
             workstream_counts=self._workstreams.counts,
+            workstreams=self._workstreams.carried(),
+            budget=self._budget.carry() if self._budget_shown() else None,
+            deadline_at=self._deadline_at.isoformat() if self._deadline_at else None,
         )
         workflow.logger.info(
             "run %s continues as new (generation %d)", self._run.workflow_id, carried.generation
@@ -451,13 +504,18 @@ class GraphRun(WorkstreamHandlers):
             retry_policy=policies.LIFECYCLE_RETRY,
         )
 
-    async def _post_warning(self, text: str) -> None:
+    async def _post_budget_notice(self, text: str, details: dict[str, Any]) -> None:
+        await self._post_warning(text, details)
+
+    async def _post_warning(self, text: str, details: dict[str, Any] | None = None) -> None:
         self._notices += 1
         workflow.logger.warning("run %s: %s", self._run.workflow_id, text)
         try:
             await workflow.execute_activity(
                 POST_MESSAGE,
-                RunNotice(run=self._run, type=int(AgentMessageType.WARNING), text=text),
+                RunNotice(
+                    run=self._run, type=int(AgentMessageType.WARNING), text=text, details=details
+                ),
                 activity_id=f"notice.{self._notices}",
                 start_to_close_timeout=policies.LIFECYCLE_START_TO_CLOSE,
                 retry_policy=policies.NOTICE_RETRY,
@@ -486,7 +544,7 @@ class GraphRun(WorkstreamHandlers):
 
     async def _run_agent(self, execution: NodeExecution, spec: NodeTypeSpec | None) -> NodeOutcome:
         toolbox = workstream_toolbox(self._workstreams, offered_tools(execution))
-        return await run_agent(execution, toolbox=toolbox)
+        return await run_agent(execution, toolbox=toolbox, meter=self._budget)
 
     async def _run_workstream(
         self, execution: NodeExecution, spec: NodeTypeSpec | None
@@ -494,12 +552,28 @@ class GraphRun(WorkstreamHandlers):
         return await self._workstreams.run_node(execution)
 
     async def _run_map(self, execution: NodeExecution, spec: NodeTypeSpec | None) -> NodeOutcome:
-        return await run_map(execution, spec)
+        # Each item runs the map's inline node: one tool call per item for budgets.
+        await self._budget.gate("tool")
+        outcome = await run_map(execution, spec)
+        items = outcome.output.get("items") if isinstance(outcome.output, dict) else None
+        self._budget.tools_used(len(items) if isinstance(items, list) else 0)
+        return outcome
 
     async def _run_activity(
         self, execution: NodeExecution, spec: NodeTypeSpec | None
     ) -> NodeOutcome:
         """``execute_node``, as a local activity when the node says ``local``."""
+        node = execution.node
+        if node.type == TOOL.name:  # a tool node is one tool call for budgets
+            await self._budget.gate("tool")
+            outcome = await self._execute_node(execution, spec)
+            self._budget.tools_used()
+            return outcome
+        return await self._execute_node(execution, spec)
+
+    async def _execute_node(
+        self, execution: NodeExecution, spec: NodeTypeSpec | None
+    ) -> NodeOutcome:
         node = execution.node
         activity_id = f"{node.id}.{execution.visit}"
         retry = policies.node_retry(node, policies.type_retry(spec))
@@ -623,6 +697,8 @@ class GraphRun(WorkstreamHandlers):
         status = self._status
         if status is RunStatus.RUNNING and self._pending and set(current) <= set(self._pending):
             status = RunStatus.PAUSED
+        if status is RunStatus.RUNNING and self._budget.paused:
+            status = RunStatus.PAUSED  # held at a budget cap
         return RunDescription(
             status=status,
             graph_name=self._graph.name,
@@ -633,7 +709,24 @@ class GraphRun(WorkstreamHandlers):
             error=self._error,
             report_counts=dict(self._report_counts),
             generation=self._generation,
+            budget=self._budget.state() if self._budget_shown() else None,
+            deadline_at=self._deadline_at.isoformat() if self._deadline_at else None,
         )
+
+    def _budget_shown(self) -> bool:
+        return self._input.budget is not None or self._budget.limited
+
+    # -- budget update ---------------------------------------------------------
+
+    @workflow.update(name=RAISE_BUDGET_UPDATE)
+    async def raise_budget(self, raised: BudgetRaise) -> BudgetAck:
+        """Raise the run's caps; a run held at a cap resumes when none is reached."""
+        resumed = self._budget.raise_limits(raised)
+        return BudgetAck(budget=self._budget.state(), resumed=resumed)
+
+    @raise_budget.validator
+    def _validate_raise_budget(self, raised: BudgetRaise) -> None:
+        self._budget.check_raise(raised)
 
 
 NodeRunner = Callable[[GraphRun, NodeExecution, NodeTypeSpec | None], Awaitable[NodeOutcome]]

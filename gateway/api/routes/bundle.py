@@ -7,8 +7,12 @@ document has these parts:
 * ``run``: the run as ``GET /runs/{workflow_id}`` describes it;
 * ``messages``: its stored messages, the compact JSON ``/updates`` serves;
 * ``node_reports``: the archived node reports, with their inputs and outputs;
-* ``history``: the Temporal event history as JSON (``temporal history``'s
-  format, what ``Replayer`` reads), or null once Temporal no longer keeps it.
+* ``history``: the run's Temporal event histories, one per generation (a run
+  that continued as new has several runs under one workflow id), oldest first:
+  a list of ``{"run_id": ..., "events": [...]}``, each one Temporal's history
+  JSON (``temporal history``'s format, what ``Replayer`` reads) with its run id;
+  an empty list once Temporal no longer keeps the run. (Until the volume work
+  it was one history object, the latest run's: docs/graphs/long-runs.md.)
   The identities of the workers and clients that acted on the run and the
   workers' sticky queues (``pid@hostname``) are blanked: a bundle leaves the
   servers, their names stay behind.
@@ -32,7 +36,7 @@ import orjson
 from fastapi import APIRouter
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHistory
 from temporalio.service import RPCError, RPCStatusCode
 
 from spindle.gateway.api.deps import (
@@ -63,8 +67,9 @@ class RunBundle(BaseModel):
     node_reports: list[dict[str, Any]] = Field(
         description="archived node reports with input and output"
     )
-    history: dict[str, Any] | None = Field(
-        description="Temporal event history JSON; null when Temporal no longer has the run"
+    history: list[dict[str, Any]] = Field(
+        description="one Temporal event history JSON per generation (continue-as-new), "
+        "oldest first, each with its run_id; empty when Temporal no longer has the run"
     )
     trace: list[dict[str, Any]] = Field(
         description="the run's NodeMessages (seed 000), in order, with traceId / spanId"
@@ -146,15 +151,35 @@ async def _trace(
     return messages, {"run": run_trace_id, "messages": posted}
 
 
-async def _history(temporal: Client, workflow_id: str) -> dict[str, Any] | None:
+async def _history(temporal: Client, workflow_id: str) -> list[dict[str, Any]]:
+    """Every generation's history, oldest first: from the latest run back along the
+    chain each run's start names (``continuedExecutionRunId``)."""
+    generations: list[dict[str, Any]] = []
+    run_id: str | None = None
+    while True:
+        history = await _one_history(temporal, workflow_id, run_id)
+        if history is None:
+            break  # past Temporal's retention: the archive still has the rest
+        started = history.events[0].workflow_execution_started_event_attributes
+        generations.append(
+            {"run_id": history.run_id, **_without_identities(history.to_json_dict())}
+        )
+        run_id = started.continued_execution_run_id or None
+        if run_id is None:
+            break
+    generations.reverse()
+    return generations
+
+
+async def _one_history(
+    temporal: Client, workflow_id: str, run_id: str | None
+) -> WorkflowHistory | None:
     try:
-        history = await temporal.get_workflow_handle(workflow_id).fetch_history()
+        return await temporal.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
-            return None  # past Temporal's retention: the archive still has the rest
+            return None
         raise temporal_error(exc) from exc
-    scrubbed: dict[str, Any] = _without_identities(history.to_json_dict())
-    return scrubbed
 
 
 def _without_identities(node: Any) -> Any:

@@ -6,12 +6,20 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Response, status
 
-from spindle.gateway.api.deps import ArchiveDep, CatalogDep, GraphWriterDep, TenantDep
+from spindle.gateway.api.deps import (
+    ArchiveDep,
+    CatalogDep,
+    GraphWriterDep,
+    SettingsDep,
+    TenantDep,
+)
 from spindle.gateway.api.models import GraphList, GraphSummary
 from spindle.shared.contracts.errors import GraphInvalid, NotFound
 from spindle.shared.contracts.graph_spec import GraphSpec, graph_json_schema
 from spindle.shared.graphs.structure import parse_graph
 from spindle.shared.graphs.validation import validate_graph
+from spindle.shared.platform.mcp_servers import check_graph_mcp_servers
+from spindle.shared.platform.outbound import outbound_policy
 
 router = APIRouter(tags=["graphs"])
 
@@ -76,6 +84,7 @@ async def put_graph(
     archive: ArchiveDep,
     catalog: CatalogDep,
     tenant: GraphWriterDep,
+    settings: SettingsDep,
 ) -> GraphSpec:
     document = dict(spec_body)
     document.setdefault("name", name)
@@ -86,6 +95,9 @@ async def put_graph(
         )
     spec = parse_graph(document)
     validate_graph(spec, await catalog.get())
+    check_graph_mcp_servers(
+        spec, stdio_commands=settings.mcp_stdio_commands, policy=outbound_policy(settings)
+    )
     existed = await archive.get_graph(name, tenant_id=tenant) is not None
     await archive.save_graph(spec, tenant_id=tenant)
     response.status_code = status.HTTP_200_OK if existed else status.HTTP_201_CREATED

@@ -1,8 +1,9 @@
-"""Runs: start, list, describe, cancel, terminate."""
+"""Runs: start, list, describe, cancel, terminate, raise the budget."""
 
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Query, Request, Response, status
@@ -30,11 +31,19 @@ from spindle.gateway.api.models import (
     StartRunResponse,
 )
 from spindle.gateway.protocols.jsonrpc.task_execution import settle_terminated_run
+from spindle.gateway.runs.children import cancel_children, open_children
 from spindle.gateway.runs.lookup import archived_run, describe_run, not_found
 from spindle.gateway.runs.starter import admit_run_start, start_run
 from spindle.gateway.runs.temporal import RPC_TIMEOUT, describe_workflow, is_open, run_status_of
-from spindle.gateway.runs.temporal_errors import temporal_error
-from spindle.shared.contracts.errors import Conflict
+from spindle.gateway.runs.temporal_errors import is_missing_handler, temporal_error
+from spindle.gateway.runs.updates import execute_run_update
+from spindle.shared.contracts.budgets import RAISE_BUDGET_UPDATE, BudgetAck, BudgetRaise
+from spindle.shared.contracts.errors import (
+    BudgetRefused,
+    Conflict,
+    SpindleError,
+    from_application_error,
+)
 from spindle.shared.contracts.messages import AgentMessageType, create_compact_message
 from spindle.shared.contracts.runs import RunStatus
 
@@ -211,10 +220,12 @@ async def terminate_run(
     await _open_run_or_raise(temporal, archive, workflow_id)
     reason = (body.reason if body else None) or "terminated through the gateway"
     handle = temporal.get_workflow_handle(workflow_id)
+    children = await open_children(temporal, workflow_id)  # ABANDON: they outlive it
     try:
         await handle.terminate(reason=reason, rpc_timeout=RPC_TIMEOUT)
     except RPCError as exc:
         raise temporal_error(exc) from exc
+    await cancel_children(temporal, children)
     # A terminated workflow runs no more code, so the gateway ends its
     # conversation itself (dedup key: a repeated terminate posts nothing new).
     message = create_compact_message(
@@ -236,6 +247,49 @@ async def terminate_run(
     except Exception as exc:
         log.error("run %s terminated but its tasks were not updated: %s", workflow_id, exc)
     return Accepted(message="run terminated", workflow_id=workflow_id)
+
+
+@router.post(
+    "/runs/{workflow_id}/budget",
+    response_model=BudgetAck,
+    summary="Raise the run's budget caps; a run paused at a cap resumes",
+    responses={
+        **PROBLEMS,
+        409: {"description": "a cap below what the run has spent, or the run has finished"},
+        422: {"description": "a cap that is not a positive number, naming the field"},
+    },
+)
+async def raise_budget(
+    workflow_id: str,
+    body: BudgetRaise,
+    *,
+    run: ControllableRunDep,
+    identity: IdentityDep,
+    limits: LimitsDep,
+    temporal: TemporalDep,
+    archive: ArchiveDep,
+) -> BudgetAck:
+    await limits.check_signal(identity.tenant_id)
+    return await execute_run_update(
+        temporal,
+        archive,
+        workflow_id=workflow_id,
+        name=RAISE_BUDGET_UPDATE,
+        argument=body,
+        result_type=BudgetAck,
+        update_id=f"budget-{uuid.uuid4().hex}",
+        refused=lambda cause: _budget_refusal(workflow_id, cause),
+    )
+
+
+def _budget_refusal(workflow_id: str, cause: BaseException) -> SpindleError:
+    error = from_application_error(cause)
+    if isinstance(error, BudgetRefused):
+        return error
+    if is_missing_handler(cause):
+        return Conflict(f"run '{workflow_id}' was started before budgets existed")
+    log.error("budget raise of %s failed: %r", workflow_id, cause)
+    return SpindleError(f"the run could not take the budget raise: {cause}")
 
 
 # The same operations addressed by (workflowId, runId), as @vertesia/client's

@@ -1,4 +1,5 @@
-"""Workstreams of a run (seed 002, docs/design.md §5): launch, list, steer, message, terminate.
+"""Workstreams of a run (seed 002, docs/design.md §5): launch, list, steer, message,
+terminate, extend the deadline.
 
 A workstream is a child run its parent launches without waiting; it posts to
 the parent's stream with its own ``w`` (workstream id). The gateway never talks
@@ -44,8 +45,16 @@ from spindle.gateway.api.deps import (
 )
 from spindle.gateway.runs.temporal_errors import is_missing_handler, temporal_error
 from spindle.gateway.runs.updates import execute_run_update
+from spindle.shared.contracts.budgets import (
+    EXTEND_WORKSTREAM_DEADLINE_UPDATE,
+    DeadlineAck,
+    DeadlineExtension,
+    ExtendWorkstreamDeadline,
+)
 from spindle.shared.contracts.errors import (
+    BudgetRefused,
     Conflict,
+    DeadlineRefused,
     InvalidSteer,
     NotFound,
     RunFinishing,
@@ -111,6 +120,14 @@ STEER_RESPONSES: dict[int | str, dict[str, Any]] = {
 MESSAGE_RESPONSES: dict[int | str, dict[str, Any]] = {
     **_CONTROL,
     409: {"description": "the workstream is not interactive, or has finished (problem+json)"},
+}
+DEADLINE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **_CONTROL,
+    409: {
+        "description": "past the run's own deadline, an interactive or finished workstream, "
+        "or a finished run (problem+json)"
+    },
+    422: {"description": "extend_seconds not in 1..1800, naming the field"},
 }
 TERMINATE_RESPONSES: dict[int | str, dict[str, Any]] = {
     **_CONTROL,
@@ -278,6 +295,36 @@ async def terminate_workstream(
     )
 
 
+@router.post(
+    "/runs/{workflow_id}/workstreams/{launch_id}/deadline",
+    response_model=DeadlineAck,
+    summary="Extend a workstream's deadline, within the run's own deadline",
+    responses=DEADLINE_RESPONSES,
+)
+async def extend_workstream_deadline(
+    workflow_id: str,
+    launch_id: LaunchId,
+    body: DeadlineExtension,
+    *,
+    run: ControllableRunDep,
+    identity: IdentityDep,
+    limits: LimitsDep,
+    temporal: TemporalDep,
+    archive: ArchiveDep,
+) -> DeadlineAck:
+    await limits.check_signal(identity.tenant_id)
+    return await execute_run_update(
+        temporal,
+        archive,
+        workflow_id=workflow_id,
+        name=EXTEND_WORKSTREAM_DEADLINE_UPDATE,
+        argument=ExtendWorkstreamDeadline(launch_id=launch_id, extension=body),
+        result_type=DeadlineAck,
+        update_id=f"deadline-{uuid.uuid4().hex}",
+        refused=_refusal(workflow_id, EXTEND_WORKSTREAM_DEADLINE_UPDATE, launch_id),
+    )
+
+
 def with_wall_clock_elapsed(listed: WorkstreamList, now: datetime) -> WorkstreamList:
     """Elapsed time and % of deadline of live workstreams as of ``now``.
 
@@ -348,8 +395,16 @@ def _update_failure(
     if isinstance(error, RunFinishing):
         return RunFinishing(f"run '{workflow_id}' is finishing: it launches no more workstreams")
     if isinstance(
-        error, WorkstreamFinished | WorkstreamNotInteractive | InvalidSteer | WorkstreamStartFailed
+        error,
+        WorkstreamFinished
+        | WorkstreamNotInteractive
+        | InvalidSteer
+        | WorkstreamStartFailed
+        | DeadlineRefused
+        | BudgetRefused,
     ):
+        return error
+    if type(error) is Conflict:  # e.g. an interactive workstream has no deadline
         return error
     if is_missing_handler(cause):
         return Conflict(f"run '{workflow_id}' does not support workstreams")

@@ -25,6 +25,12 @@ How it ends (``WorkstreamOutcome.state``):
   with the partial answer; nothing more is posted and no artifact is written
   (the parent reports it).
 
+Budgets (docs/graphs/budgets.md): the child counts its own spend and reports it,
+cumulative, with every progress signal and in its outcome; the parent counts it
+against its own budget. A child launched with a ``budget`` of its own stops at
+a cap like a graceful stop (no further step) and ends ``failed``, the error
+naming the limit, with its best answer so far.
+
 An idle interactive child continues-as-new (``WorkstreamCarry``) when Temporal
 suggests it or after ``continue_as_new_after`` iterations in this generation.
 """
@@ -34,16 +40,19 @@ from __future__ import annotations
 import asyncio
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, is_cancelled_exception
+from temporalio.exceptions import ActivityError, FailureError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
+    from spindle.shared.contracts.budgets import BudgetCarry, BudgetLimit, BudgetLimits
     from spindle.shared.contracts.messages import AgentMessageType
     from spindle.shared.contracts.workstreams import (
         CHILD_MESSAGE_SIGNAL,
         CHILD_STATE_QUERY,
         CHILD_STEER_SIGNAL,
         CHILD_STOP_SIGNAL,
+        WORKSTREAM_ENDED_SIGNAL,
         WORKSTREAM_WORKFLOW,
+        WORKSTREAMS_CARRIED_PATCH,
         ChildMessage,
         ChildState,
         ChildStop,
@@ -67,6 +76,7 @@ with workflow.unsafe.imports_passed_through():
         WorkstreamFinished,
     )
     from spindle.worker.workflows.agent_loop import AgentReply, converse
+    from spindle.worker.workflows.budget_meter import BudgetMeter
     from spindle.worker.workflows.workstreams.child_agent import (
         bounded,
         child_execution,
@@ -116,6 +126,13 @@ class Workstream:
         self._exchanges = 0
         self._acks = 0
         self._progress = ProgressSender(data.parent_workflow_id)
+        spent = carry.usage if carry is not None else None
+        self._meter = BudgetMeter(
+            data.launch.budget,
+            BudgetCarry(limits=data.launch.budget or BudgetLimits(), own=spent) if spent else None,
+            self._budget_notice,
+        )
+        self._budget_hit: BudgetLimit | None = None
 
     # -- signals and query -------------------------------------------------------
 
@@ -154,6 +171,29 @@ class Workstream:
 
     @workflow.run
     async def run(self, data: WorkstreamInput) -> WorkstreamOutcome:
+        """Run the task (and, interactive, the follow-ups); tell the parent how it ended."""
+        try:
+            outcome = await self._run_to_end()
+        except FailureError as exc:
+            await self._tell_parent(
+                self._outcome(WorkstreamState.FAILED, self._best or self._last_answer, str(exc))
+            )
+            raise
+        await self._tell_parent(outcome)
+        return outcome
+
+    async def _tell_parent(self, outcome: WorkstreamOutcome) -> None:
+        """Signal ``WorkstreamEnded`` to the parent's workflow id: the parent generation
+        that took this child over (continue-as-new) has no handle to await."""
+        if not workflow.patched(WORKSTREAMS_CARRIED_PATCH):
+            return  # recorded before the signal existed
+        parent = workflow.get_external_workflow_handle(self._input.parent_workflow_id)
+        try:
+            await parent.signal(WORKSTREAM_ENDED_SIGNAL, outcome)
+        except FailureError as exc:
+            workflow.logger.info("workstream %s: parent gone: %s", self._input.launch_id, exc)
+
+    async def _run_to_end(self) -> WorkstreamOutcome:
         sender = asyncio.create_task(self._progress.run())
         try:
             return await self._lifecycle()
@@ -176,11 +216,15 @@ class Workstream:
                 return await self._end_task(reply)
             if self._stop is None:
                 await self._report_exchange_failure(reply)
-        while self._stop is None:
+        while self._stop is None and self._budget_hit is None:
             message = await self._next_message()
             if message is None:
                 break
             await self._report_exchange_failure(await self._exchange(message.text))
+        if self._budget_hit is not None:
+            return await self._finish(
+                WorkstreamState.FAILED, self._last_answer, self._budget_error()
+            )
         return await self._finish(self._stopped_state(), self._last_answer)
 
     async def _exchange(self, text: str | None) -> AgentReply | ActivityError:
@@ -206,6 +250,7 @@ class Workstream:
                 opening=self._conversation,
                 hooks=self,
                 id_prefix=f"g{self._generation}.m{self._exchanges}",
+                meter=self._meter,
             )
         except ActivityError as exc:
             if is_cancelled_exception(exc):
@@ -225,6 +270,10 @@ class Workstream:
             return await self._finish(WorkstreamState.FAILED, self._best, error)
         if reply.final:
             return await self._finish(WorkstreamState.COMPLETED, reply.answer)
+        if self._budget_hit is not None:
+            return await self._finish(
+                WorkstreamState.FAILED, reply.answer or None, self._budget_error()
+            )
         if reply.stopped or self._stop is not None:
             return await self._finish(self._stopped_state(), reply.answer or None)
         error = f"no final answer within max_turns ({self._input.launch.agent.max_turns})"
@@ -313,6 +362,7 @@ class Workstream:
             error=error,
             iterations=self._iteration,
             artifacts=artifacts or [],
+            usage=self._meter.own,
         )
 
     def _stopped_state(self) -> WorkstreamState:
@@ -349,6 +399,7 @@ class Workstream:
             pending_steers=list(self._steering.queue),
             last_answer=self._last_answer,
             generation=self._generation + 1,
+            usage=self._meter.own,
         )
         workflow.continue_as_new(self._input.model_copy(update={"carry": carry}))
 
@@ -356,14 +407,16 @@ class Workstream:
 
     async def before_llm(self, turn: int) -> None:
         await self._boundary()
-        if self._stop is None:
+        self._check_budget()
+        if not self.should_stop():
             self._iteration += 1
             phase = WorkstreamPhase.PLANNING if turn == 1 else WorkstreamPhase.SYNTHESIZING
             self._enter(phase)
 
     async def before_tool(self, turn: int, call: ToolCall) -> None:
         await self._boundary()
-        if self._stop is None:
+        self._check_budget()
+        if not self.should_stop():
             self._iteration += 1
             self._enter(WorkstreamPhase.EXECUTING_TOOL, call.name)
 
@@ -377,7 +430,22 @@ class Workstream:
         return messages
 
     def should_stop(self) -> bool:
-        return self._stop is not None
+        return self._stop is not None or self._budget_hit is not None
+
+    # -- budget --------------------------------------------------------------------
+
+    def _check_budget(self) -> None:
+        """At its own cap the child takes no further step (the loop sees should_stop)."""
+        if self._budget_hit is None:
+            self._budget_hit = self._meter.exhausted()
+
+    def _budget_error(self) -> str:
+        limit = self._budget_hit.value if self._budget_hit else "?"
+        return f"budget exhausted: the workstream reached its {limit}"
+
+    async def _budget_notice(self, text: str, details: dict[str, object]) -> None:
+        # Never called: the child stops at a cap before the meter's gate would wait.
+        await self._notice(AgentMessageType.WARNING, text)
 
     # -- steering ----------------------------------------------------------------
 
@@ -463,6 +531,7 @@ class Workstream:
                 tool=tool,
                 iteration=self._iteration,
                 message=self._latest,
+                usage=self._meter.own,
             )
         )
 

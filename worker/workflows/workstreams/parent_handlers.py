@@ -3,7 +3,8 @@
 Each update's validator refuses bad requests before anything is recorded in
 the run's history, with an ``ApplicationError`` whose type the gateway maps to
 an HTTP status (``spindle.shared.contracts.workstreams``): ``UnknownWorkstream`` (404),
-``WorkstreamFinished`` / ``WorkstreamNotInteractive`` / ``RunFinishing`` (409).
+``WorkstreamFinished`` / ``WorkstreamNotInteractive`` / ``RunFinishing`` /
+``DeadlineRefused`` / ``BudgetRefused`` (409).
 The work itself is ``WorkstreamSupervisor``'s.
 """
 
@@ -12,11 +13,17 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from spindle.shared.contracts.budgets import (
+        EXTEND_WORKSTREAM_DEADLINE_UPDATE,
+        DeadlineAck,
+        ExtendWorkstreamDeadline,
+    )
     from spindle.shared.contracts.workstreams import (
         LAUNCH_WORKSTREAM_UPDATE,
         MESSAGE_WORKSTREAM_UPDATE,
         STEER_WORKSTREAM_UPDATE,
         TERMINATE_WORKSTREAM_UPDATE,
+        WORKSTREAM_ENDED_SIGNAL,
         WORKSTREAM_PROGRESS_SIGNAL,
         WORKSTREAMS_QUERY,
         LaunchAck,
@@ -29,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         TerminateWorkstream,
         WorkstreamList,
         WorkstreamMessageAck,
+        WorkstreamOutcome,
     )
     from spindle.worker.workflows.workstreams.parent_supervisor import WorkstreamSupervisor
 
@@ -46,6 +54,7 @@ class WorkstreamHandlers:
     @launch_workstream.validator
     def _validate_launch(self, request: LaunchRequest) -> None:
         self._workstreams.check_launch()
+        self._workstreams.check_budget(request)
 
     @workflow.update(name=STEER_WORKSTREAM_UPDATE)
     async def steer_workstream(self, request: SteerWorkstream) -> SteerAck:
@@ -74,10 +83,25 @@ class WorkstreamHandlers:
     def _validate_terminate(self, request: TerminateWorkstream) -> None:
         self._workstreams.check_terminate(request.launch_id)
 
+    @workflow.update(name=EXTEND_WORKSTREAM_DEADLINE_UPDATE)
+    def extend_workstream_deadline(self, request: ExtendWorkstreamDeadline) -> DeadlineAck:
+        """Extend a workstream's deadline, within the run's own (docs/graphs/budgets.md)."""
+        return self._workstreams.extend(request)
+
+    @extend_workstream_deadline.validator
+    def _validate_extend(self, request: ExtendWorkstreamDeadline) -> None:
+        self._workstreams.check_extend(request)
+
     @workflow.signal(name=WORKSTREAM_PROGRESS_SIGNAL)
     def workstream_progress(self, progress: Progress) -> None:
         """A child reports what it is doing."""
         self._workstreams.progress(progress)
+
+    @workflow.signal(name=WORKSTREAM_ENDED_SIGNAL)
+    def workstream_ended(self, outcome: WorkstreamOutcome) -> None:
+        """A child's own word on its end; how a generation that took children over
+        from the one before learns it (docs/graphs/long-runs.md)."""
+        self._workstreams.ended(outcome)
 
     @workflow.query(name=WORKSTREAMS_QUERY)
     def workstreams(self) -> WorkstreamList:

@@ -3,8 +3,11 @@
 ``SupervisedChild.run`` is the supervisor task of one child (see
 ``spindle.worker.workflows.workstreams.parent_supervisor``):
 
-1. start the child workflow ``Workstream`` (``parent_close_policy``
-   REQUEST_CANCEL, the parent's task queue) without waiting for its end;
+1. start the child workflow ``Workstream`` (the parent's task queue) without
+   waiting for its end. ``parent_close_policy`` is ABANDON (REQUEST_CANCEL in
+   runs recorded before ``WORKSTREAMS_CARRIED_PATCH``), so the child outlives a
+   parent generation that continues as new; the parent's code stops its
+   children when it is cancelled or fails (``WorkstreamSupervisor.close``);
 2. a non-interactive child gets the deadline timeline: WARNING at 75 % and
    90 % of its deadline, a wrap-up steer at 80 %, at 100 % state ``canceling``
    and ``Stop(timeout)``; an interactive one ends only when stopped;
@@ -15,6 +18,12 @@
    SYSTEM message on the parent's main stream with the result summary or the
    timeout notice and the partial result.
 
+A parent generation that continues as new hands a running child over
+(``carried``); the next generation ``adopt``s it: no handle, signals and cancel
+through an external handle by the child's workflow id, its end from the
+child's ``WorkstreamEnded`` signal (``report``), the deadline timeline going on
+from the steps already taken.
+
 Timers are durable (``workflow.wait_condition`` with a timeout), so the
 time-skipping test server skips them. Workflow code: deterministic, no I/O.
 """
@@ -23,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -39,9 +48,10 @@ from temporalio.exceptions import (
     TerminatedError,
 )
 from temporalio.exceptions import TimeoutError as WorkflowTimeoutError
-from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
+from temporalio.workflow import ChildWorkflowHandle, ExternalWorkflowHandle, ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
+    from spindle.shared.contracts.budgets import BudgetUsage
     from spindle.shared.contracts.messages import AgentMessageType
     from spindle.shared.contracts.workstreams import (
         CHILD_STEER_SIGNAL,
@@ -49,8 +59,10 @@ with workflow.unsafe.imports_passed_through():
         GRACE_SECONDS,
         WARN_AT,
         WORKSTREAM_WORKFLOW,
+        WORKSTREAMS_CARRIED_PATCH,
         WRAP_UP_AT,
         WRAP_UP_TEXT,
+        CarriedWorkstream,
         ChildStop,
         LaunchRequest,
         Progress,
@@ -81,6 +93,12 @@ _STOPPED_BY = {
 }
 
 
+#: The deadline timeline of a non-interactive child: (fraction of the deadline, step).
+_DEADLINE_STEPS = sorted(
+    [(WARN_AT[0], "warn"), (WRAP_UP_AT, "wrap_up"), (WARN_AT[1], "warn"), (1.0, "stop")]
+)
+
+
 def trimmed(text: str | None) -> str | None:
     """``text`` cut to ``SUMMARY_CHARS``."""
     if text is None or len(text) <= SUMMARY_CHARS:
@@ -100,6 +118,12 @@ class SupervisedChild:
         ended_at: workflow time its end was seen.
         merged: the parent's names of its merged artifacts.
         settled: ended, artifacts merged and the SYSTEM message posted.
+        adopted: taken over from the previous parent generation (no handle).
+        reported: the outcome of the child's ``WorkstreamEnded`` signal.
+        steps_done: deadline-timeline steps taken (carried across generations).
+        busy: a deadline step is under way (the parent does not hand over then).
+        abandon: started with the parent close policy ABANDON (it outlives a parent
+            generation that continues as new); adopted children always were.
     """
 
     launch_id: str
@@ -109,6 +133,9 @@ class SupervisedChild:
     parent: RunRef
     user_id: str | None
     next_steer_id: Callable[[], str]
+    #: Seconds from ``started_at``: the request's, or less when the run's own
+    #: deadline falls sooner; extensions add to it (0: the request's).
+    deadline_seconds: int = 0
     handle: ChildWorkflowHandle[Any, WorkstreamOutcome] | None = None
     state: WorkstreamState = WorkstreamState.RUNNING
     phase: WorkstreamPhase = WorkstreamPhase.PLANNING
@@ -120,14 +147,111 @@ class SupervisedChild:
     ended_at: datetime | None = None
     outcome: WorkstreamOutcome | None = None
     merged: list[str] = field(default_factory=list)
+    usage: BudgetUsage | None = None
     settled: bool = False
+    adopted: bool = False
+    reported: WorkstreamOutcome | None = None
+    steps_done: int = 0
+    busy: bool = False
+    abandon: bool = False
     _timers: list[asyncio.Task[None]] = field(default_factory=list)
+
+    @property
+    def started(self) -> bool:
+        """Its workflow has started (a handle, or adopted from the previous generation)."""
+        return self.handle is not None or self.adopted
+
+    @property
+    def portable(self) -> bool:
+        """It can be handed to the next generation as it is: settled, or running
+        untouched (started, not stopping, no deadline step under way)."""
+        if self.settled:
+            return True
+        return (
+            self.started
+            and (self.abandon or self.adopted)
+            and self.state is WorkstreamState.RUNNING
+            and self.stop_reason is None
+            and self.ended_at is None
+            and not self.busy
+        )
+
+    def carried(self) -> CarriedWorkstream:
+        """What the next generation needs to take this child over (``portable`` only)."""
+        return CarriedWorkstream(
+            launch_id=self.launch_id,
+            request=self.request,
+            child_id=self.child_id,
+            started_at=self.started_at.isoformat(),
+            state=self.state,
+            phase=self.phase,
+            tool=self.tool,
+            iteration=self.iteration,
+            latest_message=self.latest_message,
+            deadline_steps_done=self.steps_done,
+            deadline_seconds=self.deadline_seconds,
+            reported=self.reported,
+            ended_at=self.ended_at.isoformat() if self.ended_at else None,
+            outcome=self.outcome,
+            merged=list(self.merged),
+            settled=self.settled,
+        )
+
+    @classmethod
+    def adopt(
+        cls,
+        carried: CarriedWorkstream,
+        *,
+        parent: RunRef,
+        user_id: str | None,
+        next_steer_id: Callable[[], str],
+    ) -> SupervisedChild:
+        """A child handed over by the previous generation (run ``resume`` for a live one)."""
+        return cls(
+            launch_id=carried.launch_id,
+            request=carried.request,
+            child_id=carried.child_id,
+            started_at=datetime.fromisoformat(carried.started_at),
+            parent=parent,
+            user_id=user_id,
+            next_steer_id=next_steer_id,
+            state=carried.state,
+            phase=carried.phase,
+            tool=carried.tool,
+            iteration=carried.iteration,
+            latest_message=carried.latest_message,
+            ended_at=datetime.fromisoformat(carried.ended_at) if carried.ended_at else None,
+            outcome=carried.outcome,
+            merged=list(carried.merged),
+            settled=carried.settled,
+            adopted=True,
+            reported=carried.reported,
+            steps_done=carried.deadline_steps_done,
+            deadline_seconds=carried.deadline_seconds or 0,
+        )
+
+    def report(self, outcome: WorkstreamOutcome) -> None:
+        """The child's ``WorkstreamEnded`` signal: its own word on how it ended."""
+        if self.reported is None and not self.settled:
+            self.reported = outcome
+
+    def __post_init__(self) -> None:
+        if self.deadline_seconds <= 0:
+            self.deadline_seconds = self.request.deadline_seconds
+
+    def extend(self, seconds: int) -> None:
+        """Move the deadline ``seconds`` later; the waiting timeline step re-arms."""
+        self.deadline_seconds += seconds
 
     # -- what others call -------------------------------------------------------------
 
     async def run(self) -> None:
         """The supervisor task: start, supervise, settle. Never cancel it: the child
         handle it awaits would be cancelled with it."""
+        # ABANDON: a continue-as-new closes this parent run, and the child must go on;
+        # the parent's cancel and failure still stop it (``WorkstreamSupervisor.close``).
+        self.abandon = workflow.patched(WORKSTREAMS_CARRIED_PATCH)
+        policy = ParentClosePolicy.ABANDON if self.abandon else ParentClosePolicy.REQUEST_CANCEL
         try:
             self.handle = await workflow.start_child_workflow(
                 WORKSTREAM_WORKFLOW,
@@ -142,7 +266,7 @@ class SupervisedChild:
                 ),
                 id=self.child_id,
                 task_queue=workflow.info().task_queue,
-                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
+                parent_close_policy=policy,
                 result_type=WorkstreamOutcome,
                 static_summary=f"{self.launch_id}: {self.request.label or self.request.task}"[:200],
             )
@@ -157,9 +281,19 @@ class SupervisedChild:
             return
         if self.stop_reason is not None:  # stopped while it was starting
             await self._send_stop()
+        await self._supervise(self._child_end())
+
+    async def resume(self) -> None:
+        """The supervisor task of an adopted child: as ``run`` after the start, the end
+        coming from its ``WorkstreamEnded`` signal."""
+        if self.settled:
+            return
+        await self._supervise(self._reported_end())
+
+    async def _supervise(self, end: Awaitable[WorkstreamOutcome]) -> None:
         if not self.request.interactive:
             self._timers.append(asyncio.create_task(self._deadline()))
-        self._ended(await self._child_end())
+        self._ended(await end)
         while self._timers:  # each sees the end and returns
             await self._timers.pop(0)
         if self.request.merge_child_artifacts:
@@ -173,16 +307,21 @@ class SupervisedChild:
         if self.stop_reason is not None or self.ended_at is not None or self.state.finished:
             return
         self.stop_reason, self.state = reason, WorkstreamState.CANCELING
-        if self.handle is not None:
+        if self.started:
             await self._send_stop()
+
+    def _target(self) -> ChildWorkflowHandle[Any, WorkstreamOutcome] | ExternalWorkflowHandle[Any]:
+        if self.handle is not None:
+            return self.handle
+        return workflow.get_external_workflow_handle(self.child_id)
 
     async def signal(self, name: str, arg: BaseModel) -> bool:
         """Signal the child; False if it could not be delivered (it has ended)."""
-        await workflow.wait_condition(lambda: self.handle is not None or self.settled)
-        if self.handle is None or self.ended_at is not None:
+        await workflow.wait_condition(lambda: self.started or self.settled)
+        if not self.started or self.ended_at is not None:
             return False
         try:
-            await self.handle.signal(name, arg)
+            await self._target().signal(name, arg)
         except FailureError as exc:
             workflow.logger.info("signal %s to %s not delivered: %s", name, self.launch_id, exc)
             return False
@@ -194,6 +333,8 @@ class SupervisedChild:
             return
         self.phase, self.tool = progress.phase, progress.tool
         self.iteration = max(self.iteration, progress.iteration)
+        if progress.usage is not None:
+            self.usage = progress.usage
         if progress.message:
             self.latest_message = trimmed(progress.message)
 
@@ -214,53 +355,79 @@ class SupervisedChild:
             iteration=max(self.iteration, outcome.iterations if outcome else 0),
             latest_message=self.latest_message,
             started_at=self.started_at.isoformat(),
-            deadline_seconds=self.request.deadline_seconds,
+            deadline_seconds=self.deadline_seconds,
             elapsed_seconds=round(elapsed, 3),
-            deadline_used_pct=round(100 * elapsed / self.request.deadline_seconds, 1),
+            deadline_used_pct=round(100 * elapsed / self.deadline_seconds, 1),
             summary=outcome.summary if outcome else None,
             error=outcome.error if outcome else None,
             artifacts=list(self.merged),
+            usage=outcome.usage if outcome and outcome.usage else self.usage,
         )
 
     # -- deadline and stop -----------------------------------------------------------
 
     async def _deadline(self) -> None:
-        seconds = self.request.deadline_seconds
-        steps = sorted(
-            [(WARN_AT[0], "warn"), (WRAP_UP_AT, "wrap_up"), (WARN_AT[1], "warn"), (1.0, "stop")]
-        )
-        for fraction, step in steps:
-            if await self._ends_by(self.started_at + timedelta(seconds=seconds * fraction)):
+        for fraction, step in _DEADLINE_STEPS[self.steps_done :]:
+            if await self._reaches(fraction):
                 return
             if self.stop_reason is not None:  # terminated, or the run is ending
                 return
-            if step == "warn":
-                pct = round(fraction * 100)
-                await self._post(
-                    AgentMessageType.WARNING,
-                    f"Workstream {self.launch_id} has used {pct}% of its {seconds} s deadline.",
-                    {"launch_id": self.launch_id, "pct": pct},
-                    key=f"warn{pct}",
-                    retry=policies.NOTICE_RETRY,
-                )
-            elif step == "wrap_up":
-                wrap_up = SteerDirective(
-                    steer_id=self.next_steer_id(),
-                    command=SteerCommand.ADD_INSTRUCTION,
-                    text=WRAP_UP_TEXT,
-                    origin="deadline",
-                )
-                await self.signal(CHILD_STEER_SIGNAL, wrap_up)
-            else:
-                await self.stop("timeout")
+            self.busy = True
+            try:
+                await self._deadline_step(fraction, step)
+            finally:
+                self.busy = False
+                self.steps_done += 1
 
-    async def _ends_by(self, when: datetime) -> bool:
-        """Wait (a durable timer) until ``when`` or the child's end; True if it ended."""
+    async def _deadline_step(self, fraction: float, step: str) -> None:
+        seconds = self.deadline_seconds
+        if step == "warn":
+            pct = round(fraction * 100)
+            await self._post(
+                AgentMessageType.WARNING,
+                f"Workstream {self.launch_id} has used {pct}% of its {seconds} s deadline.",
+                {"launch_id": self.launch_id, "pct": pct},
+                key=f"warn{pct}",
+                retry=policies.NOTICE_RETRY,
+            )
+        elif step == "wrap_up":
+            wrap_up = SteerDirective(
+                steer_id=self.next_steer_id(),
+                command=SteerCommand.ADD_INSTRUCTION,
+                text=WRAP_UP_TEXT,
+                origin="deadline",
+            )
+            await self.signal(CHILD_STEER_SIGNAL, wrap_up)
+        else:
+            await self.stop("timeout")
+
+    async def _reaches(self, fraction: float) -> bool:
+        """Wait until ``fraction`` of the deadline (re-armed when it is extended) or the
+        child's end; True if it ended."""
+        while True:
+            seconds = self.deadline_seconds
+            when = self.started_at + timedelta(seconds=seconds * fraction)
+            ended = await self._ends_by(when, self._deadline_moved_from(seconds))
+            if ended or self.deadline_seconds == seconds:
+                return ended
+
+    def _deadline_moved_from(self, seconds: int) -> Callable[[], bool]:
+        return lambda: self.deadline_seconds != seconds
+
+    async def _ends_by(self, when: datetime, changed: Callable[[], bool] | None = None) -> bool:
+        """Wait (a durable timer) until ``when``, the child's end or ``changed()``; True if
+        it ended."""
         remaining = (when - workflow.now()).total_seconds()
         if remaining > 0:
             with contextlib.suppress(TimeoutError):
-                await workflow.wait_condition(lambda: self.ended_at is not None, timeout=remaining)
-        return self.ended_at is not None
+                await workflow.wait_condition(
+                    lambda: self._has_ended() or (changed is not None and changed()),
+                    timeout=remaining,
+                )
+        return self._has_ended()
+
+    def _has_ended(self) -> bool:
+        return self.ended_at is not None or (self.adopted and self.reported is not None)
 
     async def _send_stop(self) -> None:
         assert self.stop_reason is not None
@@ -270,10 +437,27 @@ class SupervisedChild:
     async def _grace(self) -> None:
         if await self._ends_by(workflow.now() + timedelta(seconds=GRACE_SECONDS)):
             return
-        assert self.handle is not None
         workflow.logger.info("workstream %s did not stop within its grace period", self.launch_id)
         self.forced = True
-        self.handle.cancel()
+        if self.handle is not None:
+            self.handle.cancel()
+            return
+        # Adopted: a cancelled child still reports its end; one that cannot (terminated
+        # meanwhile) is counted cancelled after a second grace period.
+        try:
+            await workflow.get_external_workflow_handle(self.child_id).cancel()
+        except FailureError as exc:
+            workflow.logger.info("cannot cancel %s: %s", self.launch_id, exc)
+        if not await self._ends_by(workflow.now() + timedelta(seconds=GRACE_SECONDS)):
+            self.report(
+                WorkstreamOutcome(
+                    launch_id=self.launch_id,
+                    state=WorkstreamState.CANCELED,
+                    summary=self.latest_message,
+                    error="the child workflow did not report its end after cancellation",
+                    iterations=self.iteration,
+                )
+            )
 
     # -- the end ------------------------------------------------------------------------
 
@@ -283,6 +467,14 @@ class SupervisedChild:
             returned = await self.handle
         except ChildWorkflowError as err:
             return self._failure_outcome(err)
+        return self._settled_outcome(returned)
+
+    async def _reported_end(self) -> WorkstreamOutcome:
+        await workflow.wait_condition(lambda: self.reported is not None)
+        assert self.reported is not None
+        return self._settled_outcome(self.reported)
+
+    def _settled_outcome(self, returned: WorkstreamOutcome) -> WorkstreamOutcome:
         # The child's word counts (a stopped task that reached its answer anyway
         # is completed), except that a stop for the deadline is a timeout.
         state = returned.state
@@ -353,7 +545,7 @@ class SupervisedChild:
         assert outcome is not None
         await self._post(
             AgentMessageType.SYSTEM,
-            end_text(self.launch_id, outcome, self.request.deadline_seconds, self.stop_reason),
+            end_text(self.launch_id, outcome, self.deadline_seconds, self.stop_reason),
             {
                 "launch_id": self.launch_id,
                 "child_workflow_id": self.child_id,

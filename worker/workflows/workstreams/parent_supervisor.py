@@ -8,6 +8,11 @@ a refused request leaves no trace in the run's history. Each launch gets a
 ``SupervisedChild`` (``parent_supervised_child``) whose own task
 starts the child, runs its deadline timeline and settles its end.
 
+Across continue-as-new (docs/graphs/long-runs.md): a generation may hand over
+while children run (``portable``); ``carried`` is what it hands over and
+``restore`` + ``resume_adopted`` take it on in the next generation, where each
+running child's end arrives as its ``WorkstreamEnded`` signal (``ended``).
+
 Ids are counted per parent run: launches ``ws-<n>``, steers ``s-<n>``,
 messages ``m-<n>``. A run that launches nothing schedules no command from here,
 so histories recorded before workstreams replay unchanged.
@@ -16,15 +21,18 @@ so histories recorded before workstreams replay unchanged.
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
-from typing import Any, Literal
+import math
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from spindle.shared.contracts.budgets import DeadlineAck, ExtendWorkstreamDeadline
     from spindle.shared.contracts.errors import (
         Conflict,
+        DeadlineRefused,
         RunFinishing,
         SpindleError,
         UnknownWorkstream,
@@ -37,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
     from spindle.shared.contracts.workstreams import (
         CHILD_MESSAGE_SIGNAL,
         CHILD_STEER_SIGNAL,
+        CarriedWorkstream,
         ChildMessage,
         LaunchAck,
         LaunchRequest,
@@ -49,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
         TerminateWorkstream,
         WorkstreamList,
         WorkstreamMessageAck,
+        WorkstreamOutcome,
         WorkstreamState,
         child_workflow_id,
     )
@@ -61,11 +71,18 @@ with workflow.unsafe.imports_passed_through():
         SupervisedChild,
     )
 
+if TYPE_CHECKING:
+    from spindle.worker.workflows.budget_meter import BudgetMeter
+
 SteerOrigin = Literal["user", "agent"]
 
 #: Live workstreams per run when the run's input names no limit (runs started
 #: before the limit existed); the same as the ``max_live_workstreams`` default.
 DEFAULT_MAX_LIVE_WORKSTREAMS = 32
+
+#: Ended workstreams a generation hands to the next (the latest ones): what it
+#: carries stays bounded however many children a long run launched.
+ENDED_WORKSTREAMS_CARRIED = 100
 
 
 def _refusal(error: SpindleError) -> ApplicationError:
@@ -80,12 +97,25 @@ class WorkstreamSupervisor:
         user_id: who started the parent (passed on to its children).
         max_live: workstreams that may run at once (from the run's input, so a
             replay sees the limit the run started with).
+        meter: the run's budget: children's spend counts against it, and a
+            child's own budget is reserved from its remainder.
+        deadline_at: the run's deadline; a child's deadline never passes it.
     """
 
-    def __init__(self, run: RunRef, *, user_id: str | None, max_live: int | None = None) -> None:
+    def __init__(
+        self,
+        run: RunRef,
+        *,
+        user_id: str | None,
+        max_live: int | None = None,
+        meter: BudgetMeter | None = None,
+        deadline_at: datetime | None = None,
+    ) -> None:
         self._run = run
         self._user_id = user_id
         self._max_live = max_live or DEFAULT_MAX_LIVE_WORKSTREAMS
+        self._meter = meter
+        self._deadline_at = deadline_at
         self._children: dict[str, SupervisedChild] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._counts = {"ws": 0, "s": 0, "m": 0}
@@ -104,6 +134,45 @@ class WorkstreamSupervisor:
     def restore_counts(self, counts: dict[str, int]) -> None:
         """Carry on numbering launches where the previous generation stopped."""
         self._counts.update({k: v for k, v in counts.items() if k in self._counts})
+
+    # -- continue-as-new ------------------------------------------------------------------
+
+    def may_hand_over(self) -> bool:
+        """The run may continue as new now, as far as its children go: each one settled
+        or ``portable`` (started ABANDON, i.e. launched with
+        ``WORKSTREAMS_CARRIED_PATCH``: a child a run launched before it would be
+        cancelled by the handover)."""
+        return all(c.portable for c in self._children.values())
+
+    def carried(self) -> list[CarriedWorkstream]:
+        """The children to hand over: every live one, the latest ended ones."""
+        children = list(self._children.values())
+        ended = [c.launch_id for c in children if c.settled][-ENDED_WORKSTREAMS_CARRIED:]
+        kept = set(ended)
+        return [c.carried() for c in children if not c.settled or c.launch_id in kept]
+
+    def restore(self, carried: list[CarriedWorkstream]) -> None:
+        """Take over the previous generation's children (in ``__init__``, so their
+        signals find them); ``resume_adopted`` then supervises the live ones."""
+        for record in carried:
+            self._children[record.launch_id] = SupervisedChild.adopt(
+                record,
+                parent=self._run,
+                user_id=self._user_id,
+                next_steer_id=lambda: self._next_id("s"),
+            )
+
+    def resume_adopted(self) -> None:
+        """Supervise the adopted children that had not settled (once, at the run's start)."""
+        for child in self._children.values():
+            if child.adopted and not child.settled:
+                self._tasks.append(asyncio.create_task(child.resume()))
+
+    def ended(self, outcome: WorkstreamOutcome) -> None:
+        """A child's ``WorkstreamEnded`` signal (an unknown launch id is ignored)."""
+        child = self._children.get(outcome.launch_id)
+        if child is not None:
+            child.report(outcome)
 
     def _next_id(self, prefix: str) -> str:
         self._counts[prefix] += 1
@@ -127,6 +196,61 @@ class WorkstreamSupervisor:
                     context={"live": live, "max_live_workstreams": self._max_live},
                 )
             )
+
+    def check_budget(self, request: LaunchRequest) -> None:
+        """Raises ``BudgetRefused`` when the child's own budget exceeds the run's remainder."""
+        if self._meter is not None and request.budget is not None:
+            self._meter.check_reserve(request.budget)
+
+    def _deadline_for(self, request: LaunchRequest) -> int:
+        """The child's deadline: its own, or the run's remaining time if that is sooner."""
+        if self._deadline_at is None:
+            return request.deadline_seconds
+        left = (self._deadline_at - workflow.now()).total_seconds()
+        return max(1, min(request.deadline_seconds, math.floor(left)))
+
+    def check_extend(self, request: ExtendWorkstreamDeadline) -> SupervisedChild:
+        """A running, non-interactive child whose extended deadline stays within the run's.
+
+        Raises ``UnknownWorkstream``, ``WorkstreamFinished``, ``Conflict`` (an
+        interactive workstream has no deadline) or ``DeadlineRefused``.
+        """
+        # Known, then the request itself (interactive, past the run's), then the state.
+        child = self.known(request.launch_id)
+        if child.request.interactive:
+            raise _refusal(
+                Conflict(
+                    f"workstream '{child.launch_id}' is interactive: it has no deadline",
+                    context={"launch_id": child.launch_id},
+                )
+            )
+        extended = child.deadline_seconds + request.extension.extend_seconds
+        ends = child.started_at + timedelta(seconds=extended)
+        if self._deadline_at is not None and ends > self._deadline_at:
+            left = max(0, math.floor((self._deadline_at - child.started_at).total_seconds()))
+            raise _refusal(
+                DeadlineRefused(
+                    f"workstream '{child.launch_id}' cannot run past the run's own deadline: "
+                    f"at most {left - child.deadline_seconds} s more",
+                    context={
+                        "launch_id": child.launch_id,
+                        "deadline_seconds": child.deadline_seconds,
+                        "max_deadline_seconds": left,
+                    },
+                )
+            )
+        return self.check_running(request.launch_id)
+
+    def extend(self, request: ExtendWorkstreamDeadline) -> DeadlineAck:
+        """Extend a child's deadline (its timeline re-arms from the new end)."""
+        child = self.check_extend(request)
+        child.extend(request.extension.extend_seconds)
+        ends = child.started_at + timedelta(seconds=child.deadline_seconds)
+        return DeadlineAck(
+            launch_id=child.launch_id,
+            deadline_seconds=child.deadline_seconds,
+            deadline_at=ends.isoformat(),
+        )
 
     def known(self, launch_id: str) -> SupervisedChild:
         """The workstream ``launch_id``; raises ``UnknownWorkstream``."""
@@ -187,7 +311,10 @@ class WorkstreamSupervisor:
                 Temporal refused to start the child.
         """
         self.check_launch()
+        self.check_budget(request)
         launch_id = self._next_id("ws")
+        if self._meter is not None and request.budget is not None:
+            self._meter.reserve(launch_id, request.budget)
         child = SupervisedChild(
             launch_id=launch_id,
             request=request,
@@ -196,25 +323,34 @@ class WorkstreamSupervisor:
             parent=self._run,
             user_id=self._user_id,
             next_steer_id=lambda: self._next_id("s"),
+            deadline_seconds=self._deadline_for(request),
         )
         self._children[launch_id] = child
         # A task of its own: the caller (an update, an agent node) may be
         # cancelled; the child's supervision goes on.
-        self._tasks.append(asyncio.create_task(child.run()))
+        self._tasks.append(asyncio.create_task(self._supervise(child)))
         await workflow.wait_condition(lambda: child.handle is not None or child.settled)
         if child.handle is None:
             error = child.outcome.error if child.outcome else None
             raise _refusal(
                 WorkstreamStartFailed(f"workstream '{launch_id}' did not start: {error}")
             )
-        deadline_at = child.started_at + timedelta(seconds=request.deadline_seconds)
+        deadline_at = child.started_at + timedelta(seconds=child.deadline_seconds)
         return LaunchAck(
             launch_id=launch_id,
             workstream_id=launch_id,
             child_workflow_id=child.child_id,
-            deadline_seconds=request.deadline_seconds,
+            deadline_seconds=child.deadline_seconds,
             deadline_at=deadline_at.isoformat(),
         )
+
+    async def _supervise(self, child: SupervisedChild) -> None:
+        await child.run()
+        if self._meter is not None:
+            # Its last word on spend, then its reservation goes back to the run.
+            if child.outcome is not None and child.outcome.usage is not None:
+                self._meter.child_used(child.launch_id, child.outcome.usage)
+            self._meter.child_ended(child.launch_id)
 
     async def steer(self, request: SteerWorkstream, *, origin: SteerOrigin = "user") -> SteerAck:
         """Send a steering directive ``s-<n>`` to a running child."""
@@ -245,6 +381,10 @@ class WorkstreamSupervisor:
         child = self._children.get(progress.launch_id)
         if child is not None:
             child.progress(progress)
+        if self._meter is not None and progress.usage is not None:
+            # Counted even for a child this generation does not know (launched by an
+            # earlier one): signals reach the run by workflow id.
+            self._meter.child_used(progress.launch_id, progress.usage)
 
     def describe(self) -> WorkstreamList:
         """Every workstream of the run, in launch order.
@@ -300,7 +440,7 @@ class WorkstreamSupervisor:
         if not self._children:
             return
         children = list(self._children.values())
-        await workflow.wait_condition(lambda: all(c.handle or c.settled for c in children))
+        await workflow.wait_condition(lambda: all(c.started or c.settled for c in children))
         for child in children:
             if stop_all or child.request.interactive:
                 await child.stop(reason)

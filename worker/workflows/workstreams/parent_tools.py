@@ -70,6 +70,17 @@ WORKSTREAM_TOOL_SPECS: dict[str, ToolSpec] = {
                     "ends only with terminate_workstream",
                 },
                 "label": {"type": "string", "description": "a short name to show"},
+                "budget": {
+                    "type": "object",
+                    "description": "the sub-agent's own spend caps, reserved out of this "
+                    "run's remaining budget (refused if they do not fit)",
+                    "properties": {
+                        "max_llm_tokens": {"type": "integer", "minimum": 1},
+                        "max_tool_calls": {"type": "integer", "minimum": 1},
+                        "max_cost_usd": {"type": "number", "exclusiveMinimum": 0},
+                    },
+                    "additionalProperties": False,
+                },
             },
             "required": ["task"],
         },

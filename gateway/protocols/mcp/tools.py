@@ -1,0 +1,337 @@
+"""Spindle's MCP server: each registered graph of the caller's tenant is a tool.
+
+Built on the official ``mcp`` SDK's low-level ``Server`` (the SDK parses, validates
+and serializes the protocol; these handlers only map it onto runs), served over
+streamable HTTP at ``/mcp`` by ``spindle.gateway.protocols.mcp.endpoint``, which
+authenticates the caller like every other route and puts a ``McpCaller`` in the
+request scope (docs/protocols.md, MCP).
+
+- ``tools/list``: the tenant's registered graphs, each with its ``input_schema``
+  (an open object when the graph has none);
+- ``tools/call``: starts a run of the graph through ``admit_run_start`` and
+  ``start_run`` (the same limits and validation as ``POST /runs``), reports the
+  run's progress messages as ``notifications/progress`` and returns its output;
+- a HITL prompt in the run (REQUEST_INPUT) becomes an elicitation with the
+  prompt's ``ui_schema``: an ``elicitation/create`` request on a connection that
+  can carry one, otherwise (2026-07-28 protocol) an ``InputRequiredResult`` whose
+  ``request_state`` names the run; the answer is delivered with ``deliver_signal``
+  and the run is followed on;
+- following a run holds one of the tenant's stream slots (``open_stream``).
+
+An unknown graph (another tenant's included: 404-not-403 here too) or arguments
+that break the input schema are MCP errors (``-32602``), so no run starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+import orjson
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+from starlette.datastructures import State
+
+from spindle.gateway.api.models import RunDetail, StartRunRequest
+from spindle.gateway.api.routes.signals import deliver_signal
+from spindle.gateway.protocols.a2a.run_follower import RunFollower
+from spindle.gateway.protocols.a2a.spindle_call import CLOSE_WAIT
+from spindle.gateway.protocols.a2a.task_mapping import PROGRESS_TYPES, asks_for_input
+from spindle.gateway.runs.access import RunAction, authorize_run
+from spindle.gateway.runs.lookup import describe_run
+from spindle.gateway.runs.starter import admit_run_start, start_run
+from spindle.shared.contracts.errors import (
+    Conflict,
+    NotFound,
+    RateLimited,
+    SpindleError,
+    ValidationFailed,
+)
+from spindle.shared.contracts.identity import Identity
+from spindle.shared.contracts.messages import CompactMessage
+from spindle.shared.contracts.runs import USER_INPUT_UPDATE, RunStatus, UserInput
+
+log = logging.getLogger(__name__)
+
+SCOPE_KEY = "spindle.mcp"
+ANSWER_KEY = "answer"
+OPEN_OBJECT: dict[str, Any] = {"type": "object"}
+
+
+@dataclass(frozen=True)
+class McpCaller:
+    """Who calls and with what: put in the request scope by the endpoint."""
+
+    identity: Identity
+    state: State
+    base_url: str
+
+
+Context = ServerRequestContext[dict[str, Any], Any]
+
+
+def caller_of(ctx: Context) -> McpCaller:
+    request = ctx.request
+    caller = request.scope.get(SCOPE_KEY) if request is not None else None
+    if not isinstance(caller, McpCaller):  # the endpoint always sets it
+        raise MCPError(code=types.INTERNAL_ERROR, message="no caller on the MCP request")
+    return caller
+
+
+def _invalid(message: str, data: Any = None) -> MCPError:
+    return MCPError(code=types.INVALID_PARAMS, message=message, data=data)
+
+
+async def list_tools(
+    ctx: Context, params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
+    """The caller's tenant's registered graphs as tools."""
+    caller = caller_of(ctx)
+    specs = await caller.state.archive.list_graphs(tenant_id=caller.identity.tenant_id)
+    return types.ListToolsResult(
+        tools=[
+            types.Tool(
+                name=spec.name,
+                description=spec.description or f"Run the graph '{spec.name}'",
+                input_schema=spec.input_schema or OPEN_OBJECT,
+            )
+            for spec in specs
+        ]
+    )
+
+
+async def call_tool(
+    ctx: Context, params: types.CallToolRequestParams
+) -> types.CallToolResult | types.InputRequiredResult:
+    """Start (or, with ``request_state``, answer and resume) a run and follow it."""
+    caller = caller_of(ctx)
+    if params.request_state is not None:
+        workflow_id, answer = await _answer(caller, params)
+        return await _follow(ctx, caller, workflow_id, from_now=True, answer=answer)
+    workflow_id = await _start(caller, params)
+    return await _follow(ctx, caller, workflow_id, from_now=False)
+
+
+async def _start(caller: McpCaller, params: types.CallToolRequestParams) -> str:
+    state = caller.state
+    identity = caller.identity
+    if await state.archive.get_graph(params.name, tenant_id=identity.tenant_id) is None:
+        raise _invalid(f"unknown tool '{params.name}' (no graph of that name is registered)")
+    try:
+        permit = await admit_run_start(state.limits, identity.tenant_id)
+        started, _ = await start_run(
+            StartRunRequest(graph=params.name, input=params.arguments or {}),
+            permit=permit,
+            tenant_id=identity.tenant_id,
+            user_id=identity.user_id,
+            idempotency_key=None,
+            temporal=state.temporal,
+            archive=state.archive,
+            bus=state.bus,
+            catalog=state.catalog,
+            settings=state.settings,
+            base_url=caller.base_url,
+        )
+    except ValidationFailed as exc:
+        raise _invalid(exc.detail, {"errors": exc.errors}) from exc
+    except NotFound as exc:
+        raise _invalid(exc.detail) from exc
+    except RateLimited as exc:
+        raise MCPError(code=types.INTERNAL_ERROR, message=exc.detail) from exc
+    except SpindleError as exc:
+        raise MCPError(code=types.INTERNAL_ERROR, message=exc.detail) from exc
+    return started.workflow_id
+
+
+def _run_of_state(request_state: str) -> str:
+    try:
+        data = orjson.loads(request_state)
+        workflow_id = data["run"]
+    except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+        raise _invalid("requestState is not one this server issued") from exc
+    if not isinstance(workflow_id, str):
+        raise _invalid("requestState is not one this server issued")
+    return workflow_id
+
+
+async def _answer(
+    caller: McpCaller, params: types.CallToolRequestParams
+) -> tuple[str, types.ElicitResult]:
+    """The run named by ``request_state`` (if the caller may answer it) and the answer."""
+    workflow_id = _run_of_state(params.request_state or "")
+    response = (params.input_responses or {}).get(ANSWER_KEY)
+    if not isinstance(response, types.ElicitResult):
+        raise _invalid(f"inputResponses.{ANSWER_KEY}: the elicitation's result is missing")
+    state = caller.state
+    try:
+        # Another tenant's run is not found, as an unknown one would be.
+        await authorize_run(
+            workflow_id,
+            caller.identity,
+            RunAction.CONTROL,
+            bus=state.bus,
+            archive=state.archive,
+            temporal=state.temporal,
+            settings=state.settings,
+        )
+    except NotFound as exc:
+        raise _invalid(f"run '{workflow_id}' was not found") from exc
+    except SpindleError as exc:
+        raise _invalid(exc.detail) from exc
+    return workflow_id, response
+
+
+async def _deliver(caller: McpCaller, workflow_id: str, response: types.ElicitResult) -> None:
+    """The elicitation's result as the run's ``UserInput``.
+
+    Raises:
+        MCPError: declined or cancelled (the run keeps waiting), or refused.
+    """
+    if response.action != "accept":
+        raise _invalid(
+            f"the input was not given ({response.action}): run '{workflow_id}' keeps waiting for it"
+        )
+    state = caller.state
+    try:
+        await state.limits.check_signal(caller.identity.tenant_id)
+        await deliver_signal(
+            workflow_id,
+            USER_INPUT_UPDATE,
+            UserInput(data=dict(response.content or {})),
+            identity=caller.identity,
+            temporal=state.temporal,
+            archive=state.archive,
+            max_answer_bytes=state.settings.max_answer_bytes,
+        )
+    except (ValidationFailed, Conflict) as exc:
+        raise _invalid(exc.detail, {"errors": getattr(exc, "errors", None)}) from exc
+    except SpindleError as exc:
+        raise MCPError(code=types.INTERNAL_ERROR, message=exc.detail) from exc
+
+
+def _follower(caller: McpCaller, workflow_id: str, *, from_now: bool) -> RunFollower:
+    state = caller.state
+    archive = state.archive if state.settings.archive_enabled else None
+    return RunFollower(
+        workflow_id, hub=state.hub, bus=state.bus, archive=archive, from_now=from_now
+    )
+
+
+async def _follow(
+    ctx: Context,
+    caller: McpCaller,
+    workflow_id: str,
+    *,
+    from_now: bool,
+    answer: types.ElicitResult | None = None,
+) -> types.CallToolResult | types.InputRequiredResult:
+    """Report the run's progress until it ends or asks for input (under a stream slot).
+
+    Args:
+        from_now: follow only messages posted from now on (a resumed call).
+        answer: delivered once the follower listens, so no message the run posts
+            after it (its end included) can be missed.
+    """
+    limits = caller.state.limits
+    try:
+        lease = await limits.open_stream(caller.identity.tenant_id)
+    except SpindleError as exc:
+        raise MCPError(code=types.INTERNAL_ERROR, message=exc.detail) from exc
+    try:
+        step = 0
+        async with _follower(caller, workflow_id, from_now=from_now) as follower:
+            if answer is not None:
+                await _deliver(caller, workflow_id, answer)
+            async for message in follower.messages():
+                if asks_for_input(message):
+                    asked = await _elicit(ctx, caller, workflow_id, message)
+                    if asked is not None:
+                        return asked
+                    continue
+                if message.ends_conversation:
+                    return await _result(caller, workflow_id, message)
+                if message.t in PROGRESS_TYPES and message.m:
+                    step += 1
+                    await ctx.session.report_progress(step, None, message.m)
+                    await lease.refresh()
+        return await _result(caller, workflow_id, None)
+    finally:
+        await lease.release()
+
+
+async def _elicit(
+    ctx: Context, caller: McpCaller, workflow_id: str, message: CompactMessage
+) -> types.InputRequiredResult | None:
+    """Ask the client for the prompt's answer.
+
+    Returns:
+        None once the answer was delivered inline (the run goes on), or the
+        ``InputRequiredResult`` the client answers by calling again.
+    """
+    details = message.d if isinstance(message.d, dict) else {}
+    schema = details.get("ui_schema") or {"type": "object", "properties": {}}
+    text = message.m or str(details.get("prompt") or "Input required")
+    if ctx.session.can_send_request:
+        result = await ctx.session.elicit_form(text, schema, related_request_id=ctx.request_id)
+        await _deliver(caller, workflow_id, result)
+        return None
+    request = types.ElicitRequest(
+        params=types.ElicitRequestFormParams(message=text, requested_schema=schema)
+    )
+    return types.InputRequiredResult(
+        input_requests={ANSWER_KEY: request},
+        request_state=orjson.dumps({"run": workflow_id}).decode(),
+    )
+
+
+async def _result(
+    caller: McpCaller, workflow_id: str, last: CompactMessage | None
+) -> types.CallToolResult:
+    """The run's output (or its error) once Temporal reports it closed."""
+    state = caller.state
+    handle = state.temporal.get_workflow_handle(workflow_id)
+    try:
+        async with asyncio.timeout(CLOSE_WAIT.total_seconds()):
+            await handle.result()
+    except Exception as exc:  # failed, canceled, terminated or not closed in time
+        log.debug("mcp: run %s closed with %r", workflow_id, exc)
+    detail = await describe_run(
+        workflow_id,
+        temporal=state.temporal,
+        archive=state.archive,
+        settings=state.settings,
+        base_url=caller.base_url,
+    )
+    return _tool_result(detail, last)
+
+
+def _tool_result(detail: RunDetail, last: CompactMessage | None) -> types.CallToolResult:
+    meta = {"spindle/run": detail.workflow_id, "spindle/status": detail.status}
+    if detail.status != RunStatus.COMPLETED:
+        reason = detail.error or (last.m if last is not None else None) or detail.status
+        return types.CallToolResult(
+            content=[types.TextContent(text=f"run {detail.workflow_id} {detail.status}: {reason}")],
+            is_error=True,
+            _meta=meta,
+        )
+    output = detail.output
+    text = output if isinstance(output, str) else orjson.dumps(output, default=str).decode()
+    return types.CallToolResult(
+        content=[types.TextContent(text=text)],
+        structured_content=output if isinstance(output, dict) else None,
+        _meta=meta,
+    )
+
+
+def build_server() -> Server[dict[str, Any]]:
+    """The MCP server (one per gateway process)."""
+    return Server(
+        "spindle",
+        instructions="Each tool runs one of your registered Spindle graphs.",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )

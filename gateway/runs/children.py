@@ -1,0 +1,44 @@
+"""A run's open workstreams, cancelled by the gateway when it terminates the run.
+
+Workstream children are started with the parent close policy ABANDON so that they
+outlive a parent that continues as new (docs/graphs/long-runs.md). A terminated
+parent runs no more code to stop them, so the terminate route asks the run for its
+workstreams first and cancels the open ones after the terminate (best effort: a
+run whose worker does not answer the query leaves its children to their deadlines).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from temporalio.client import Client
+from temporalio.exceptions import TemporalError
+
+from spindle.shared.contracts.workstreams import WORKSTREAMS_QUERY, WorkstreamList
+
+log = logging.getLogger(__name__)
+
+QUERY_TIMEOUT = timedelta(seconds=3)
+CANCEL_TIMEOUT = timedelta(seconds=5)
+
+
+async def open_children(temporal: Client, workflow_id: str) -> list[str]:
+    """The workflow ids of the run's workstreams that have not ended (empty if unknown)."""
+    try:
+        listed = await temporal.get_workflow_handle(workflow_id).query(
+            WORKSTREAMS_QUERY, result_type=WorkstreamList, rpc_timeout=QUERY_TIMEOUT
+        )
+    except TemporalError as exc:
+        log.warning("workstreams of %s unknown (%s): not cancelled", workflow_id, exc)
+        return []
+    return [w.child_workflow_id for w in listed.workstreams if not w.state.finished]
+
+
+async def cancel_children(temporal: Client, child_ids: list[str]) -> None:
+    """Request cancellation of each child (a child already closed is skipped)."""
+    for child_id in child_ids:
+        try:
+            await temporal.get_workflow_handle(child_id).cancel(rpc_timeout=CANCEL_TIMEOUT)
+        except TemporalError as exc:
+            log.info("workstream %s not cancelled: %s", child_id, exc)
