@@ -21,6 +21,7 @@ from spindle.gateway.api.deps import get_identity
 from spindle.gateway.api.routes import agui as agui_routes
 from spindle.gateway.api.routes import (
     bundle,
+    conversations,
     files,
     fork,
     graphs,
@@ -205,6 +206,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_mcp(app)  # MCP (streamable HTTP) at /mcp
     app.include_router(runs.router)
     app.include_router(graphs.router)
+    app.include_router(conversations.router)  # GET /conversations/{id}/runs
     app.include_router(schedule_routes.router)  # /schedules (docs/schedules.md)
     app.include_router(jsonrpc_routes.router)  # POST / and POST /tasks (seed 003)
     app.include_router(agui_routes.router)  # POST /agui/{graph} (AG-UI 1.0)

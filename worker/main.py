@@ -27,6 +27,7 @@ from spindle.shared.platform.telemetry import setup_tracing, temporal_intercepto
 from spindle.shared.temporal.converter import data_converter
 from spindle.worker.activities import build_activities
 from spindle.worker.activities.artifacts import artifact_activities
+from spindle.worker.activities.conversation import conversation_activities
 from spindle.worker.activities.workstream import workstream_activities
 from spindle.worker.llm.base import LlmProvider
 from spindle.worker.llm.providers import provider_from_settings
@@ -72,10 +73,11 @@ def workflow_runner() -> SandboxedWorkflowRunner:
 
 def workflow_classes() -> list[type[Any]]:
     """The workflow classes this worker runs: graph runs and their workstreams."""
+    from spindle.worker.workflows.conversation import Conversation
     from spindle.worker.workflows.graph_run import GraphRun
     from spindle.worker.workflows.workstreams.child_workflow import Workstream
 
-    return [GraphRun, Workstream]
+    return [GraphRun, Workstream, Conversation]
 
 
 def build_worker(
@@ -148,6 +150,7 @@ def worker_activities(
         *build_activities(bus, archive, llm),
         *workstream_activities(bus, archive),
         *artifact_activities(archive),
+        *conversation_activities(bus, archive),
     ]
 
 

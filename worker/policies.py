@@ -103,6 +103,17 @@ WORKSTREAM_FINISH_START_TO_CLOSE = timedelta(minutes=1)
 ITEM_BATCH_HEARTBEAT = timedelta(seconds=30)
 """A ``run_item_batch`` silent this long is lost (its worker died): it is retried then,
 not after the whole start-to-close timeout."""
+NODE_HEARTBEAT = timedelta(seconds=30)
+"""``execute_node``, ``llm_turn``, ``tool_call``: an attempt that has not heartbeaten
+this long (its worker died or froze) is retried on another worker, and the late
+attempt's results are refused (docs/design.md §3, fencing in ``MessagePoster``)."""
+
+
+def node_heartbeat(node: NodeSpec) -> timedelta:
+    """Heartbeat timeout of ``node``'s remote activities: its ``heartbeat_seconds``, else 30 s."""
+    if node.heartbeat_seconds is not None:
+        return timedelta(seconds=node.heartbeat_seconds)
+    return NODE_HEARTBEAT
 
 
 def retry_from_spec(spec: RetrySpec, base: RetryPolicy) -> RetryPolicy:

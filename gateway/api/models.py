@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from spindle.shared.contracts.budgets import (
     RUN_DEADLINE_MAX_SECONDS,
@@ -13,6 +13,11 @@ from spindle.shared.contracts.budgets import (
     BudgetState,
     ChildrenPolicy,
     RunBudget,
+)
+from spindle.shared.contracts.conversations import (
+    CONVERSATION_ID_PATTERN,
+    ConversationRuns,
+    IfBusy,
 )
 from spindle.shared.contracts.runs import NodeReport, PendingInput
 from spindle.shared.platform.webhook_signature import secret_key
@@ -106,6 +111,28 @@ class StartRunRequest(BaseModel):
         None, description="POST the run's completion, failure or question to this URL"
     )
 
+    # Busy-run policies (docs/conversations.md).
+    conversation_id: str | None = Field(
+        None,
+        pattern=CONVERSATION_ID_PATTERN,
+        description="the conversation the run belongs to: its runs run one at a time",
+    )
+    if_busy: IfBusy | None = Field(
+        None,
+        description="when the conversation has a run going: reject (409, the default), "
+        "enqueue (start after it, in order), interrupt (cancel it gracefully, then start) "
+        "or rollback (terminate it, leave it out of the conversation's history, then start)",
+    )
+
+    @field_validator("if_busy")
+    @classmethod
+    def _if_busy_needs_a_conversation(
+        cls, value: IfBusy | None, info: ValidationInfo
+    ) -> IfBusy | None:
+        if value is not None and info.data.get("conversation_id") is None:
+            raise ValueError("if_busy applies to a run of a conversation: give conversation_id")
+        return value
+
     @model_validator(mode="after")
     def _exactly_one_graph(self) -> StartRunRequest:
         if (self.graph is None) == (self.graph_spec is None):
@@ -123,6 +150,17 @@ class StartRunResponse(BaseModel):
     status_url: str
     temporal_ui_url: str
     webhook: WebhookCreated | None = None
+    conversation_id: str | None = Field(None, description="the conversation of the run")
+    state: Literal["started", "queued"] = Field(
+        "started", description="queued: its conversation has a run going; it starts after"
+    )
+    position: int | None = Field(
+        None, description="queued: how many runs of the conversation start before it"
+    )
+
+
+class ConversationRunList(ConversationRuns):
+    """``GET /conversations/{id}/runs``: the conversation's runs, oldest first."""
 
 
 class RunList(BaseModel):

@@ -37,6 +37,7 @@ from spindle.gateway.api.models import (
 )
 from spindle.gateway.limits.tenant_limits import TenantLimits
 from spindle.gateway.runs.catalog_cache import CatalogCache
+from spindle.gateway.runs.conversations import submit_to_conversation
 from spindle.gateway.runs.temporal import (
     GRAPH_KEY,
     RPC_TIMEOUT,
@@ -46,6 +47,7 @@ from spindle.gateway.runs.temporal import (
 )
 from spindle.gateway.runs.temporal_errors import temporal_error
 from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.contracts.conversations import ConversationRunState, IfBusy
 from spindle.shared.contracts.errors import NotFound, OutboundRefused
 from spindle.shared.contracts.graph_spec import GraphSpec
 from spindle.shared.contracts.runs import GRAPH_RUN_WORKFLOW, GraphRunInput, RunStatus
@@ -192,6 +194,21 @@ async def start_run(
     if body.webhook is not None:
         # Before the start, so that no event of the run can come before it.
         webhook = await register_webhook(body.webhook, workflow_id, tenant_id, bus, settings)
+    if body.conversation_id is not None:
+        response, started = await _start_in_conversation(
+            body.conversation_id,
+            body.if_busy or IfBusy.REJECT,
+            temporal=temporal,
+            run_input=run_input,
+            workflow_id=workflow_id,
+            permit=permit,
+            archive=archive,
+            bus=bus,
+            settings=settings,
+            base_url=base_url,
+            spec=spec,
+        )
+        return response.model_copy(update={"webhook": webhook}), started
     try:
         handle = await start_workflow(
             temporal, run_input, workflow_id, settings, permit, idempotent=bool(idempotency_key)
@@ -252,6 +269,56 @@ async def register_webhook(
     return WebhookCreated(url=requested.url, events=requested.events, secret=shown)
 
 
+async def _start_in_conversation(
+    conversation_id: str,
+    if_busy: IfBusy,
+    *,
+    temporal: Client,
+    run_input: GraphRunInput,
+    workflow_id: str,
+    permit: RunStartPermit,
+    archive: RunArchive,
+    bus: MessageBus,
+    settings: Settings,
+    base_url: str,
+    spec: GraphSpec,
+) -> tuple[StartRunResponse, bool]:
+    """A run of a conversation: its ``Conversation`` workflow starts it, now or in turn."""
+    if permit.tenant_id != run_input.tenant_id:
+        raise ValueError("a run start permit is for its own tenant only")
+    ack = await submit_to_conversation(
+        temporal,
+        run_input,
+        workflow_id=workflow_id,
+        conversation_id=conversation_id,
+        if_busy=if_busy,
+        settings=settings,
+    )
+    queued = ack.state == ConversationRunState.QUEUED
+    # The stream does not care for the run id: "latest" until the run has one.
+    response = _response(settings, base_url, workflow_id, ack.run_id or "latest")
+    response = response.model_copy(
+        update={
+            "run_id": ack.run_id or "",
+            "conversation_id": conversation_id,
+            "state": "queued" if queued else "started",
+            "position": ack.position if queued else None,
+        }
+    )
+    metrics.run_started()
+    await _record_start(
+        archive,
+        bus,
+        spec=spec,
+        run_input=run_input,
+        workflow_id=workflow_id,
+        run_id=ack.run_id or "",
+        response=response,
+        queued=queued,
+    )
+    return response, True
+
+
 async def start_workflow(
     temporal: Client,
     run_input: GraphRunInput,
@@ -309,6 +376,7 @@ async def _record_start(
     workflow_id: str,
     run_id: str,
     response: StartRunResponse,
+    queued: bool = False,
 ) -> None:
     now = datetime.now(UTC)
     # The request's span started the run: answers and steering join its trace.
@@ -319,7 +387,7 @@ async def _record_start(
         tenant_id=run_input.tenant_id,
         user_id=run_input.user_id,
         graph_name=spec.name,
-        status=RunStatus.RUNNING,
+        status=RunStatus.QUEUED if queued else RunStatus.RUNNING,
         input=run_input.input,
         context=run_input.context,
         created_at=now,
@@ -329,14 +397,22 @@ async def _record_start(
         traceparent=traceparent,
     )
     try:
-        await archive.create_run(record)
+        if queued:
+            # Written only if absent: the run may have started, and recorded its run
+            # id and progress, before this line (its conversation's previous run
+            # ended meanwhile).
+            await archive.update_run(
+                workflow_id, create_with=record.model_dump(exclude={"workflow_id", "updated_at"})
+            )
+        else:
+            await archive.create_run(record)
     except Exception as exc:
         log.error("run %s started but its archive document was not written: %s", workflow_id, exc)
     try:
         await bus.set_meta(
             workflow_id,
             {
-                "run_id": run_id,
+                **({"run_id": run_id} if run_id else {}),
                 "tenant_id": run_input.tenant_id,
                 "user_id": run_input.user_id or "",
                 "graph": spec.name,

@@ -32,7 +32,8 @@ Each class's ``ApplicationError`` type is its own name::
     │   ├── WorkstreamFinished       409   -32000   the workstream has ended
     │   ├── WorkstreamNotInteractive 409   -32000   the workstream takes no messages
     │   ├── BudgetRefused            409   -32000   a budget change or reservation that does not fit
-    │   └── DeadlineRefused          409   -32000   a deadline beyond the parent's
+    │   ├── DeadlineRefused          409   -32000   a deadline beyond the parent's
+    │   └── ConversationBusy         409   -32000   the conversation has a run going
     ├── Unauthorized                 401   -32004   missing or bad credentials
     │   └── Forbidden                403   -32004   action not allowed on a visible run
     │                                               (other tenants' runs: NotFound)
@@ -46,6 +47,7 @@ Each class's ``ApplicationError`` type is its own name::
     │   ├── AgentMaxTurns            500   -32603   no final answer within max_turns
     │   ├── BudgetExhausted          500   -32603   a budget cap reached (on_exhausted: fail)
     │   └── RunDeadlineExceeded      500   -32603   the run passed its deadline_seconds
+    ├── AttemptSuperseded            500   -32603   a newer attempt of the activity runs
     ├── ToolError                    500   -32603   a tool refused its arguments or failed
     └── LlmRefused                   502   -32603   the LLM provider refused the request
         ├── LlmAuthenticationError   502   -32603   it refused the credentials
@@ -269,6 +271,10 @@ class DeadlineRefused(Conflict):
     """A workstream deadline extension past the parent's own deadline."""
 
 
+class ConversationBusy(Conflict):
+    """The conversation has a run going and the start asked ``if_busy: reject``."""
+
+
 class Unauthorized(SpindleError):
     """Missing or bad credentials."""
 
@@ -356,6 +362,13 @@ class BudgetExhausted(RunFailed):
 
 class RunDeadlineExceeded(RunFailed):
     """The run passed its ``deadline_seconds`` and was stopped."""
+
+
+class AttemptSuperseded(SpindleError):
+    """A newer attempt of this activity has started (this one's worker was lost
+    past the heartbeat timeout): this attempt's results are refused."""
+
+    non_retryable = True
 
 
 class ToolError(SpindleError):

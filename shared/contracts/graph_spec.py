@@ -45,6 +45,15 @@ class NodeSpec(BaseModel):
     )
     retry: RetrySpec | None = None
     timeout_seconds: float | None = Field(None, gt=0, le=86400)
+    heartbeat_seconds: float | None = Field(
+        None,
+        ge=1,
+        le=3600,
+        description="an attempt of this node silent this long (its worker died or froze) is "
+        "retried on another worker; default: 30",
+        # Unset, left out: the payload stays what it was before the field existed.
+        exclude_if=lambda value: value is None,
+    )
     max_visits: int | None = Field(
         None, ge=1, le=10_000, description="bound on executions of this node (cycles)"
     )

@@ -34,6 +34,7 @@ class NodeStatus(StrEnum):
 
 
 class RunStatus(StrEnum):
+    QUEUED = "queued"  # submitted to a busy conversation, not started yet
     RUNNING = "running"
     PAUSED = "paused"  # waiting on a human (HITL), or at a budget cap
     COMPLETED = "completed"

@@ -50,6 +50,8 @@ TENANT_SCOPED = {
     ("GET", "/graphs"),
     ("GET", "/graphs/{name}"),
     ("PUT", "/graphs/{name}"),
+    # A conversation id is looked up in the caller's tenant only (docs/conversations.md).
+    ("GET", "/conversations/{conversation_id}/runs"),
     ("POST", "/schedules"),
     ("GET", "/schedules"),
     # AG-UI (tests/e2e/test_agui.py): threads are per tenant; another's is unknown (404).
@@ -73,6 +75,7 @@ def concrete(path: str, workflow_id: str, run_id: str) -> str:
         "run_id": run_id,
         "name": "UserInput",
         "launch_id": "ws-1",
+        "conversation_id": "conversation-of-nobody",
         "schedule_id": "nightly",
         "node_id": "review",
         "graph": "approval-flow",

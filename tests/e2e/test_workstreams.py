@@ -176,7 +176,18 @@ async def test_an_interactive_workstream_is_watched_steered_messaged_and_termina
     note = acknowledged.json()
     assert note["d"]["status"] == "applied" and note["d"]["applied_at_step"] >= 1
     assert f"step {note['d']['applied_at_step']}" in note["m"]
-    # ... and the message gets its answer.
+    # The message, sent while the child was busy, is queued and acknowledged as a
+    # steer is, with the step it was applied at; then it gets its answer.
+    message_id = sent.json()["message_id"]
+    assert sent.json()["status"] == "queued"
+    applied = await stream.until(
+        lambda e: of(launch_id)(e) and (e.json().get("d") or {}).get("message_id") == message_id,
+        timeout=WAIT,
+    )
+    ack = applied.json()
+    assert ack["t"] == T.SYSTEM and ack["d"]["status"] == "applied"
+    assert ack["d"]["applied_at_step"] >= 1
+    assert ack["m"] == f"message {message_id} applied at step {ack['d']['applied_at_step']}"
     await stream.until(of(launch_id, T.ANSWER), timeout=WAIT)
 
     # Paused, it answers nothing until resumed: the answer comes after the resume.

@@ -153,6 +153,34 @@ async def test_a_retried_attempt_announces_itself_and_posts_nothing_twice(
     assert restarting["m"] == "retrying node calc (attempt 2)"
 
 
+async def test_a_late_older_attempt_lands_nothing_once_a_newer_one_has_started(
+    bus: MessageBus, archive: RunArchive
+) -> None:
+    run = new_run()
+    acts = NodeActivities(bus, archive)
+    ex = execution(
+        run,
+        {
+            "id": "calc",
+            "type": "tool",
+            "params": {"tool": "calculator", "args": {"expression": "6*7"}},
+        },
+    )
+    # Attempt 2 runs (attempt 1's worker was lost past the heartbeat timeout) ...
+    second = await env("calc.1", attempt=2).run(acts.execute_node, ex)
+    # ... then attempt 1 wakes up and runs to its end: it is refused.
+    with pytest.raises(ApplicationError) as exc:
+        await env("calc.1", attempt=1).run(acts.execute_node, ex)
+    assert exc.value.type == "AttemptSuperseded" and exc.value.non_retryable
+
+    assert second.output == 42
+    messages = await stream(bus, run)
+    assert [m["t"] for m in messages] == [T.RESTARTING, T.UPDATE, T.UPDATE]
+    assert {m["d"]["attempt"] for m in messages} == {2}
+    [report] = await archive.node_reports(run.workflow_id)
+    assert report["attempt"] == 2
+
+
 async def test_bad_params_fail_without_retry_naming_node_and_field(bus: MessageBus) -> None:
     run = new_run()
     acts = NodeActivities(bus, None)

@@ -362,6 +362,40 @@ async def test_interactive_answers_each_message_until_terminated(harness: Harnes
     assert messages[-1]["t"] == M.COMPLETE and messages[-1]["d"]["status"] == "canceled"
 
 
+async def test_messages_sent_mid_turn_queue_and_are_acknowledged_in_order(
+    harness: Harness,
+) -> None:
+    parent = await harness.start_parent()
+    handle = await harness.start_child(parent.id, task="Be my glossary.", interactive=True)
+    # Sent while the child works on its task: both wait for the next boundary.
+    for n, text in enumerate(["Define latency.", "Define throughput."], start=1):
+        await handle.signal(CHILD_MESSAGE_SIGNAL, ChildMessage(message_id=f"m-{n}", text=text))
+    messages = await harness.wait_messages(
+        parent.id,
+        "two message acks and three answers",
+        lambda ms: len(of([m for m in ms if m.get("w") == "ws-1"], M.ANSWER)) == 3,
+    )
+    mine = [m for m in messages if m.get("w") == "ws-1"]
+    acked = [m for m in of(mine, M.SYSTEM) if "message_id" in (m.get("d") or {})]
+    assert [(m["d"]["message_id"], m["d"]["status"]) for m in acked] == [
+        ("m-1", "applied"),
+        ("m-2", "applied"),
+    ]
+    # Each applied at the step that first runs with it (the task was step 1), in order.
+    assert [m["d"]["applied_at_step"] for m in acked] == [2, 3]
+    assert acked[0]["m"] == "message m-1 applied at step 2"
+    order = [m["m"] for m in mine if m["t"] in (M.ANSWER, M.SYSTEM)]
+    assert order == [
+        "answer to: Be my glossary.",
+        "message m-1 applied at step 2",
+        "answer to: Define latency.",
+        "message m-2 applied at step 3",
+        "answer to: Define throughput.",
+    ]
+    await handle.signal(CHILD_STOP_SIGNAL, ChildStop(reason="terminate"))
+    assert (await handle.result()).state == WorkstreamState.CANCELED
+
+
 async def test_interactive_continue_as_new_keeps_its_state(harness: Harness) -> None:
     parent = await harness.start_parent()
     child_id = child_workflow_id(parent.id, "ws-1")

@@ -243,6 +243,8 @@ class AgentActivities:
 
         answer = message.content or ""
         await poster.post(AgentMessageType.ANSWER, answer, details=details)
+        # Posting checked that no newer attempt runs; check again before the report.
+        await poster.check_current()
         report = build_report(
             execution,
             NodeStatus.SUCCESS,

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 
 from temporalio import activity
+
+logger = logging.getLogger(__name__)
 
 _MIN_INTERVAL = 0.1
 
@@ -34,6 +37,11 @@ async def heartbeating(*details: object) -> AsyncIterator[None]:
     task = asyncio.create_task(beat())
     try:
         yield
+    except asyncio.CancelledError:
+        # Also what a worker that froze past the heartbeat timeout hears when it
+        # wakes up (Temporal no longer knows the attempt): say which one stopped.
+        logger.info("attempt %d of %s was cancelled", info.attempt, info.activity_id)
+        raise
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

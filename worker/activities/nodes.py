@@ -120,7 +120,9 @@ class NodeActivities:
                 duration_ms=(time.monotonic() - started) * 1000,
                 error=error,
             )
-            # The last attempt's report wins (same archive id per node visit).
+            # The last attempt's report wins (same archive id per node visit); an
+            # attempt a newer one has superseded records nothing.
+            await poster.check_current()
             start_recorded = await recording_start.settle()
             await self.recorder.save_report(
                 execution,
@@ -138,6 +140,7 @@ class NodeActivities:
             duration_ms=(time.monotonic() - started) * 1000,
             output=result.data,
         )
+        await poster.check_current()
         start_recorded = await recording_start.settle()
         await self.recorder.save_report(
             execution,

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
 
-from spindle.shared.bus.message_bus import PostResult, StoredMessage
+from spindle.shared.bus.message_bus import PostResult, StoredMessage, stream_key
+from spindle.shared.contracts.errors import AttemptSuperseded, to_application_error
 from spindle.shared.contracts.messages import AgentMessageType, create_compact_message, cut_to_size
 from spindle.shared.platform.settings import get_settings
 from spindle.shared.platform.telemetry import current_trace_ids
@@ -31,6 +32,25 @@ if TYPE_CHECKING:
     from spindle.worker.archive_outbox import ArchiveOutbox
 
 logger = logging.getLogger(__name__)
+
+# Claim attempt ARGV[1] of an activity execution unless a newer one has: returns
+# the highest attempt that has claimed it (ARGV[1] itself when this one is current).
+FENCE_SCRIPT = """
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+local attempt = tonumber(ARGV[1])
+if current > attempt then
+  return current
+end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+return attempt
+"""
+# Attempts overlap at most for a node's start-to-close timeout (at most a day).
+FENCE_TTL_SECONDS = 2 * 86_400
+
+
+def fence_key(stream_id: str, workflow_id: str, run_id: str, activity_id: str) -> str:
+    """The Redis key of one activity execution's fencing token (the run's hash tag)."""
+    return stream_key(stream_id, f"fence:{workflow_id}:{run_id}:{activity_id}")
 
 
 class MessagePoster:
@@ -68,6 +88,17 @@ class MessagePoster:
         self.attempt = attempt or (info.attempt if info else 1)
         self._index = 0
         self._announced = False
+        # Only a remote activity can be retried while an older attempt still runs
+        # (a local activity's retries are the same worker's, one after the other).
+        self._fence: str | None = None
+        if info is not None and not info.is_local:
+            self._fence = fence_key(
+                run.stream_id,
+                info.workflow_id or run.workflow_id,
+                info.workflow_run_id or run.run_id,
+                info.activity_id,
+            )
+        self._claimed = False
         self.stored: list[StoredMessage] = []
         self.results: list[PostResult] = []
 
@@ -83,8 +114,39 @@ class MessagePoster:
         """The dedup key the next ``post`` will use."""
         return self._key(str(self._index))
 
+    async def check_current(self) -> None:
+        """Claim this attempt as the activity's latest, or stop if a newer one has.
+
+        Raises:
+            ApplicationError: ``AttemptSuperseded`` (non-retryable; Temporal
+                ignores the outcome of an attempt it has already retried).
+        """
+        if self._fence is None:
+            return
+        script = self.bus.redis.register_script(FENCE_SCRIPT)
+        latest = int(await script(keys=[self._fence], args=[self.attempt, FENCE_TTL_SECONDS]))
+        self._claimed = True
+        if latest > self.attempt:
+            logger.warning(
+                "attempt %d of %s was superseded by attempt %d: its results are refused (%s)",
+                self.attempt,
+                self.activity_id,
+                latest,
+                self.run.stream_id,
+            )
+            raise to_application_error(
+                AttemptSuperseded(
+                    f"attempt {self.attempt} of {self.activity_id} was superseded by "
+                    f"attempt {latest}",
+                    context={"activity_id": self.activity_id, "attempt": self.attempt},
+                )
+            )
+
     async def announce_retry(self, what: str) -> None:
-        """On attempt > 1, post RESTARTING once ("retrying <what> (attempt n)")."""
+        """Claim this attempt (``check_current``); on attempt > 1, post RESTARTING
+        once ("retrying <what> (attempt n)")."""
+        if not self._claimed:
+            await self.check_current()
         if self._announced or self.attempt <= 1:
             return
         self._announced = True
@@ -120,6 +182,10 @@ class MessagePoster:
         final: bool | None,
         dedup_key: str,
     ) -> PostResult:
+        if self._claimed:
+            await self.check_current()
+        if self.attempt > 1 and (details is None or isinstance(details, dict)):
+            details = {**(details or {}), "attempt": self.attempt}
         message = create_compact_message(
             type,
             text,
@@ -155,6 +221,8 @@ class MessagePoster:
         the outbox; never raises."""
         if self._archive is None or not self.stored:
             return
+        if self._claimed:
+            await self.check_current()
         # The activity's span posted them: archived messages name their trace.
         op = SaveMessages.of(self.run.stream_id, list(self.stored), trace_ids=current_trace_ids())
         await archive_write(self._archive, op, outbox=self._outbox)

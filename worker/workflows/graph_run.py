@@ -593,6 +593,7 @@ class GraphRun(WorkstreamHandlers):
             result_type=NodeOutcome,
             activity_id=activity_id,
             start_to_close_timeout=policies.node_timeout(node, spec),
+            heartbeat_timeout=policies.node_heartbeat(node),
             retry_policy=retry,
             task_queue=node.task_queue,
             priority=policies.node_priority(node),

@@ -89,6 +89,8 @@ with workflow.unsafe.imports_passed_through():
 
 SUMMARY_CHARS = 1000
 PROGRESS_MESSAGE_CHARS = 200
+# Follow-up messages are acknowledged on the stream (docs/workstreams.md).
+MESSAGE_ACK_PATCH = "workstream-message-acks"
 
 
 def _trim(text: str | None, limit: int) -> str | None:
@@ -295,7 +297,9 @@ class Workstream:
             if self._stop is not None:
                 return None
             if self._messages and not self._steering.paused:
-                return self._messages.pop(0)
+                message = self._messages.pop(0)
+                await self._acknowledge_message(message, self._iteration + 1)
+                return message
             if self._continue_as_new_due():
                 await self._continue_as_new()
                 continue
@@ -315,6 +319,9 @@ class Workstream:
         self._waiting = False
         step = self._iteration + 1
         await self._acknowledge(self._steering.reject_queued(step, "the workstream has ended"))
+        pending, self._messages = self._messages, []
+        for message in pending:
+            await self._acknowledge_message(message, step, "the workstream has ended")
         self._enter(WorkstreamPhase.DONE)
         finished = WorkstreamFinished()
         try:
@@ -468,6 +475,29 @@ class Workstream:
         for outcome in outcomes:
             self._acks += 1
             await self._post(outcome.notice(run), f"ack.{self._acks}.{outcome.directive.steer_id}")
+
+    async def _acknowledge_message(
+        self, message: ChildMessage, step: int, rejected: str | None = None
+    ) -> None:
+        """Acknowledge a follow-up message as a steer is: applied at the step that
+        first runs with it (or rejected, with why). Runs recorded before messages
+        were acknowledged replay without it."""
+        if not workflow.patched(MESSAGE_ACK_PATCH):
+            return
+        status = "rejected" if rejected else "applied"
+        text = f"message {message.message_id} {status} at step {step}"
+        notice = RunNotice(
+            run=self._run_ref(),
+            type=int(AgentMessageType.SYSTEM),
+            text=f"{text}: {rejected}" if rejected else text,
+            details={
+                "message_id": message.message_id,
+                "status": status,
+                "applied_at_step": step,
+                "reason": rejected,
+            },
+        )
+        await self._post(notice, f"ack.{message.message_id}")
 
     async def _notice(self, kind: AgentMessageType, text: str) -> None:
         self._acks += 1
