@@ -87,6 +87,17 @@ class PendingInput(BaseModel):
         """Whether only named users or roles (and run-control roles) may answer."""
         return bool(self.assignees or self.roles)
 
+    def assigned_to(self, user_id: str | None, roles: list[str] | tuple[str, ...]) -> bool:
+        """Whether ``user_id`` is an assignee or has one of the assigned roles."""
+        return (user_id is not None and user_id in self.assignees) or bool(
+            set(roles) & set(self.roles)
+        )
+
+    def answerers(self) -> str:
+        """Who may answer, for error messages."""
+        named = [f"user {u}" for u in self.assignees] + [f"role {r}" for r in self.roles]
+        return ", ".join(named) + " or a run-control role"
+
 
 class ReplayedNode(BaseModel):
     """A node's recorded outcome that a forked run reuses instead of running it."""
