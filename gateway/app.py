@@ -25,6 +25,7 @@ from spindle.gateway.api.routes import (
     graphs,
     health,
     history,
+    inbox,
     run_view,
     runs,
     signals,
@@ -200,6 +201,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_a2a(app)  # public agent card; the A2A JSON-RPC bridge
     app.include_router(runs.router)
     app.include_router(graphs.router)
+    app.include_router(inbox.router)  # GET /inbox: open prompts the caller may answer
     app.include_router(jsonrpc_routes.router)  # POST / and POST /tasks (seed 003)
     app.include_router(ui.router)  # GET /ui/: the conversation web page (not in OpenAPI)
     # GET /runs/{id}/graph and /runs/{id}/nodes/{node}: before runs.by_run_router.

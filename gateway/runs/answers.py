@@ -61,6 +61,18 @@ async def open_prompt(
         return None
 
 
+async def mark_answered(prompts: PromptStore, prompt: PromptRecord | None) -> None:
+    """Take an answered prompt out of the inbox; the worker marks it too (idempotent)."""
+    if prompt is None:
+        return
+    try:
+        await prompts.answered(prompt)
+    except Exception as exc:
+        log.warning(
+            "prompt %s of %s not marked answered: %s", prompt.node_id, prompt.workflow_id, exc
+        )
+
+
 def authorize_answer(
     prompt: PromptRecord | None,
     identity: Identity,

@@ -193,6 +193,13 @@ class PromptStore:
             {"$set": {"status": status.value, "closed_at": _now()}},
         )
 
+    async def answered(self, record: PromptRecord) -> None:
+        """Mark an open prompt answered (the gateway, once the run took the answer)."""
+        await self.prompts.update_one(
+            {"order": record.order, "status": PromptStatus.OPEN.value},
+            {"$set": {"status": PromptStatus.ANSWERED.value, "closed_at": _now()}},
+        )
+
     async def close_run(self, workflow_id: str) -> None:
         """Close every prompt a finished run left open (it takes no answer any more)."""
         await self.prompts.update_many(

@@ -30,6 +30,7 @@ from spindle.gateway.runs.answers import (
     answering_as,
     authorize_answer,
     keep_refusal,
+    mark_answered,
     open_prompt,
 )
 from spindle.gateway.runs.updates import execute_run_update
@@ -112,7 +113,7 @@ async def deliver_signal(
     try:
         authorize_answer(prompt, identity, settings, owner, workflow_id)
         _check_answer_size(user_input, max_answer_bytes)
-        return await execute_run_update(
+        ack = await execute_run_update(
             temporal,
             archive,
             workflow_id=workflow_id,
@@ -133,6 +134,11 @@ async def deliver_signal(
             error=refused,
         )
         raise
+    if user_input.node_id is not None:
+        # Out of every inbox now, not only once the worker has accepted it. (Without
+        # a node id the run took its oldest prompt, which the store may not know yet.)
+        await mark_answered(prompts, prompt)
+    return ack
 
 
 @router.post(
