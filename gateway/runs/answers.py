@@ -50,12 +50,12 @@ def answering_as(user_input: UserInput, identity: Identity, settings: Settings) 
     )
 
 
-async def open_prompt(
+async def prompt_for(
     prompts: PromptStore, workflow_id: str, node_id: str | None
 ) -> PromptRecord | None:
-    """The open prompt the answer is for, as recorded; None if unknown or unreadable."""
+    """The prompt the answer is for, as recorded; None if unknown or unreadable."""
     try:
-        return await prompts.open_prompt(workflow_id, node_id)
+        return await prompts.prompt_for(workflow_id, node_id)
     except Exception as exc:  # MongoDB down: the workflow's validator still decides
         log.warning("prompts of %s unavailable: %s", workflow_id, exc)
         return None

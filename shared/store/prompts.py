@@ -195,6 +195,8 @@ class PromptStore:
 
     async def answered(self, record: PromptRecord) -> None:
         """Mark an open prompt answered (the gateway, once the run took the answer)."""
+        if record.status is not PromptStatus.OPEN:
+            return
         await self.prompts.update_one(
             {"order": record.order, "status": PromptStatus.OPEN.value},
             {"$set": {"status": PromptStatus.ANSWERED.value, "closed_at": _now()}},
@@ -207,14 +209,24 @@ class PromptStore:
             {"$set": {"status": PromptStatus.CLOSED.value, "closed_at": _now()}},
         )
 
-    async def open_prompt(self, workflow_id: str, node_id: str | None) -> PromptRecord | None:
-        """The open prompt of the run on ``node_id`` (None: its oldest), if any."""
-        query: dict[str, Any] = {"workflow_id": workflow_id, "status": PromptStatus.OPEN.value}
-        found = [_record(doc) async for doc in self.prompts.find(query).sort("order", ASCENDING)]
-        for record in found:
-            if node_id is None or record.node_id == node_id:
-                return record
-        return None
+    async def prompt_for(self, workflow_id: str, node_id: str | None) -> PromptRecord | None:
+        """The prompt an answer to run ``workflow_id`` is for, as recorded.
+
+        The open prompt on ``node_id`` (None: the oldest open one); else, so that a
+        late or duplicate answer is judged by the prompt it was meant for, the
+        latest prompt on ``node_id`` (None: of the run) whatever its status.
+        """
+        found = [
+            _record(doc)
+            async for doc in self.prompts.find({"workflow_id": workflow_id}).sort(
+                "order", ASCENDING
+            )
+        ]
+        matching = [r for r in found if node_id is None or r.node_id == node_id]
+        open_ones = [r for r in matching if r.status is PromptStatus.OPEN]
+        if open_ones:
+            return open_ones[0]
+        return matching[-1] if matching else None
 
     async def inbox(
         self,

@@ -31,7 +31,7 @@ from spindle.gateway.runs.answers import (
     authorize_answer,
     keep_refusal,
     mark_answered,
-    open_prompt,
+    prompt_for,
 )
 from spindle.gateway.runs.updates import execute_run_update
 from spindle.shared.contracts.errors import (
@@ -109,7 +109,7 @@ async def deliver_signal(
         else f"input-{uuid.uuid4().hex}"
     )
     prompts = PromptStore(archive.database)
-    prompt = await open_prompt(prompts, workflow_id, user_input.node_id)
+    prompt = await prompt_for(prompts, workflow_id, user_input.node_id)
     try:
         authorize_answer(prompt, identity, settings, owner, workflow_id)
         _check_answer_size(user_input, max_answer_bytes)
