@@ -70,6 +70,7 @@ def concrete(path: str, workflow_id: str, run_id: str) -> str:
         "run_id": run_id,
         "name": "UserInput",
         "launch_id": "ws-1",
+        "node_id": "review",
     }
     if "/files/" in path:
         values["name"] = "notes.txt"
