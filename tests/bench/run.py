@@ -2,7 +2,7 @@
 
     .venv/bin/python -m tests.bench.run
         [--only nodes|sse|updates|load|workstreams|jsonrpc|telemetry|scale|tokens|browser|redis
-                |history|items] [--history-nodes 5000] [--items 10000]
+                |history|items|hitl] [--history-nodes 5000] [--items 10000] [--hitl-answers 20]
         [--items-concurrency 16]
         [--nodes 50] [--messages 300] [--repeat 3] [--load-runs 200] [--load-concurrency N]
         [--ws-launches 20] [--ws-levels 5,10,20,30,40,50,75,100]
@@ -43,6 +43,9 @@ loopback ports, then prints (each section, or those chosen with ``--only``):
 - ``items``: wall time of a ``map`` of a no-op tool over 10,000 items, its cost per
   item against one bare Temporal activity, and the run's history events and bytes
   (see ``tests.bench.items``).
+- ``hitl``: a human's answer → the run resumes (takes it and asks the next prompt),
+  and the answer's update round trip, each against a bare Temporal Update round
+  trip (ratios; see ``tests.bench.hitl``).
 
 Figures are printed and written to ``test-artifacts/bench.json``; nothing here
 asserts a time (speed is reported, never tested), except that the load run must
@@ -76,6 +79,7 @@ from spindle.shared.temporal.converter import data_converter
 from tests.bench.browser_latency import bench_browser_latency
 from tests.bench.floor import BareActivities, NoopBatch, bench_noop, redis_pubsub_latencies
 from tests.bench.history import bench_history
+from tests.bench.hitl import bench_hitl
 from tests.bench.items import bench_items
 from tests.bench.jsonrpc import bench_jsonrpc
 from tests.bench.load import LOAD_INPUTS, LoadBudgetExceeded, LoadErrors, LoadOptions, bench_load
@@ -105,6 +109,7 @@ SECTIONS = (
     "redis",
     "history",
     "items",
+    "hitl",
 )
 
 
@@ -342,18 +347,29 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             )
         if "redis" in chosen:
             results["redis_topologies"] = await bench_redis_topologies(args.messages)
-        if "history" in chosen:
-            results["history_per_node"] = await bench_history(
-                client, settings, nodes=args.history_nodes
-            )
-        if "items" in chosen:
-            results["items"] = await bench_items(
-                client,
-                settings,
-                items=args.items,
-                concurrency=args.items_concurrency,
-                repeat=args.repeat,
-            )
+        results |= await _volume_sections(chosen, client, settings, args)
+    return results
+
+
+async def _volume_sections(
+    chosen: set[str], client: Client, settings: Settings, args: argparse.Namespace
+) -> dict[str, Any]:
+    """The sections that need only Temporal and the worker: history, items, hitl."""
+    results: dict[str, Any] = {}
+    if "history" in chosen:
+        results["history_per_node"] = await bench_history(
+            client, settings, nodes=args.history_nodes
+        )
+    if "items" in chosen:
+        results["items"] = await bench_items(
+            client,
+            settings,
+            items=args.items,
+            concurrency=args.items_concurrency,
+            repeat=args.repeat,
+        )
+    if "hitl" in chosen:
+        results["hitl_answer"] = await bench_hitl(client, settings, prompts=args.hitl_answers)
     return results
 
 
@@ -407,6 +423,9 @@ def main() -> None:
         help="pauses before each token (ms, comma-separated) of the tokens section",
     )
     parser.add_argument("--items", type=int, default=10_000, help="items of the items section")
+    parser.add_argument(
+        "--hitl-answers", type=int, default=20, help="answers timed by the hitl section"
+    )
     parser.add_argument(
         "--items-concurrency", type=int, default=16, help="the map's concurrency (items section)"
     )
