@@ -4,29 +4,18 @@ workflow's own refusal of a non-assignee (docs/graphs/node-types.md, prompt)."""
 
 from __future__ import annotations
 
-import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
-from spindle.shared.contracts.runs import (
-    DESCRIBE_QUERY,
-    EXPIRY_USER,
-    GRAPH_RUN_WORKFLOW,
-    GraphRunInput,
-    GraphRunResult,
-    NodeStatus,
-    RunDescription,
-    UserInput,
-)
+from spindle.shared.contracts.runs import EXPIRY_USER, NodeStatus, UserInput
 from spindle.shared.graphs.structure import parse_graph, validate_structure
 from spindle.shared.store.prompts import PromptStore
-from tests.workflow.runs import GraphRunner, M, eventually, types_of
+from tests.workflow.runs import GraphRunner, M
 
 pytestmark = pytest.mark.workflow
 
@@ -200,83 +189,3 @@ async def test_an_assigned_prompt_refuses_others_in_the_workflow_too(runner: Gra
     await runner.answer(handle, UserInput(message="yes", user_id="carol", roles=["approver"]))
     result = await handle.result()
     assert result.output == {"ask_response": "yes"}
-
-
-async def test_expiry_is_carried_across_continue_as_new(
-    runner: GraphRunner, time_skipping_env: WorkflowEnvironment
-) -> None:
-    """A loop makes the run continue as new while the prompt waits: the prompt still
-    expires 30 days after it asked, once, in a later generation."""
-    loops = 10
-    graph = parse_graph(
-        {
-            "name": "expire-across-generations",
-            "entry": "start",
-            "nodes": [
-                {
-                    "id": "start",
-                    "type": "tool",
-                    "params": {"tool": "word_count", "args": {"text": "a"}},
-                },
-                {
-                    "id": "ask",
-                    "type": "prompt",
-                    "params": {
-                        "prompt": "Ship?",
-                        "expires_in_seconds": THIRTY_DAYS,
-                        "on_expiry": {"answer": {"ask_response": "nobody said"}},
-                    },
-                },
-                {
-                    "id": "work",
-                    "type": "tool",
-                    "max_visits": loops + 1,
-                    "params": {"tool": "word_count", "args": {"text": "again"}},
-                },
-                {"id": "done", "type": "output", "params": {"select": "{answer: ask}"}},
-            ],
-            "edges": [
-                {"from": "start", "to": "ask"},
-                {"from": "start", "to": "work"},
-                {"from": "work", "to": "work", "max_iterations": loops},
-                {"from": "work", "to": "done"},
-                {"from": "ask", "to": "done"},
-            ],
-        }
-    )
-    validate_structure(graph)
-    workflow_id = f"expire-can-{uuid.uuid4().hex[:10]}"
-    await runner.client.start_workflow(
-        GRAPH_RUN_WORKFLOW,
-        GraphRunInput(graph=graph, continue_as_new_after_events=100),
-        id=workflow_id,
-        task_queue=runner.task_queue,
-    )
-    latest = runner.client.get_workflow_handle(workflow_id, result_type=GraphRunResult)
-
-    async def looped_and_waiting() -> RunDescription | None:
-        try:
-            described = await latest.query(
-                DESCRIBE_QUERY, result_type=RunDescription, rpc_timeout=timedelta(seconds=2)
-            )
-        except RPCError:
-            return None  # asked the generation that was just continuing as new
-        done = described.report_counts.get("SUCCESS", 0) == 1 + loops + 1
-        return described if done and described.current_nodes == ["ask"] else None
-
-    waiting = await eventually(looped_and_waiting, what="the loop over, the prompt waiting")
-    assert waiting.generation >= 2
-    pending = waiting.pending_input
-    assert pending is not None and pending.expires_at is not None
-    assert datetime.fromisoformat(pending.expires_at) - datetime.fromisoformat(
-        pending.requested_at
-    ) == timedelta(days=30)
-
-    # Skipped explicitly: a result long poll across continue-as-new does not skip time.
-    await time_skipping_env.sleep(timedelta(days=30, minutes=1))
-    result = await latest.result()
-
-    assert result.output == {"answer": {"ask_response": "nobody said"}}
-    messages = await runner.messages(workflow_id)
-    assert [m["d"]["expires_at"] for m in expiry_messages(messages)] == [pending.expires_at]
-    assert types_of(messages).count(M.REQUEST_INPUT) == 1
