@@ -27,6 +27,7 @@ from spindle.gateway.api.routes import (
     graphs,
     health,
     history,
+    inbox,
     run_view,
     runs,
     signals,
@@ -208,6 +209,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(graphs.router)
     app.include_router(conversations.router)  # GET /conversations/{id}/runs
     app.include_router(schedule_routes.router)  # /schedules (docs/schedules.md)
+    app.include_router(inbox.router)  # GET /inbox: open prompts the caller may answer
     app.include_router(jsonrpc_routes.router)  # POST / and POST /tasks (seed 003)
     app.include_router(agui_routes.router)  # POST /agui/{graph} (AG-UI 1.0)
     app.include_router(ui.router)  # GET /ui/: the conversation web page (not in OpenAPI)

@@ -22,6 +22,7 @@ LLM_TURN = "llm_turn"
 TOOL_CALL = "tool_call"
 REQUEST_INPUT = "request_input"
 ACCEPT_INPUT = "accept_input"
+EXPIRE_INPUT = "expire_input"
 FINISH_RUN = "finish_run"
 POST_MESSAGE = "post_message"
 MERGE_CHILD_ARTIFACTS = "merge_child_artifacts"
@@ -125,6 +126,7 @@ class ToolCallResult(BaseModel):
 class InputRequest(BaseModel):
     execution: NodeExecution
     pending: PendingInput
+    owner: str | None = Field(None, description="the run's user: answers unassigned prompts")
 
 
 class InputAcceptance(BaseModel):
@@ -132,6 +134,14 @@ class InputAcceptance(BaseModel):
     pending: PendingInput
     answer: dict[str, Any]
     user_input: UserInput
+    answered_at: str | None = Field(None, description="when the run took the answer (ISO)")
+
+
+class InputExpiry(BaseModel):
+    """A prompt nobody answered in time: what the ``expire_input`` activity records."""
+
+    execution: NodeExecution
+    pending: PendingInput
 
 
 class RunFinish(BaseModel):

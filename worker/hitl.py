@@ -17,6 +17,7 @@ from jsonschema.validators import validator_for
 
 from spindle.shared.contracts.errors import InputInvalid
 from spindle.shared.contracts.runs import PendingInput, UserInput
+from spindle.shared.graphs.answers import extra_fields
 
 ROOT_FIELD = "$"
 
@@ -108,33 +109,6 @@ def resolve_answer(pending: PendingInput, user_input: UserInput) -> dict[str, An
             f"invalid answer for prompt '{pending.node_id}': {summary}", errors=errors
         )
     return answer
-
-
-def extra_fields(schema: dict[str, Any], answer: dict[str, Any]) -> list[dict[str, Any]]:
-    """Answer fields the prompt's schema does not name, one error each.
-
-    JSON Schema lets unnamed properties through by default, so an answer could
-    carry anything (900 KB of it) into the run's history and state. Only a schema
-    that says so itself (``additionalProperties`` or ``patternProperties``) or
-    names no properties at all takes fields it does not name.
-    """
-    properties = schema.get("properties")
-    if (
-        not isinstance(properties, dict)
-        or "additionalProperties" in schema
-        or "patternProperties" in schema
-    ):
-        return []
-    allowed = ", ".join(sorted(properties)) or "none"
-    return [
-        {
-            "field": json_path([name]),
-            "rule": "additionalProperties",
-            "message": f"'{name}' is not a field of this prompt (fields: {allowed})",
-        }
-        for name in sorted(answer)
-        if name not in properties
-    ]
 
 
 def answer_errors(schema: dict[str, Any], answer: Any) -> list[dict[str, Any]]:

@@ -28,6 +28,8 @@ Each class's ``ApplicationError`` type is its own name::
     │   └── UnknownWorkstream        404   -32001   no such workstream in the run
     ├── Conflict                     409   -32000   the target's state forbids it
     │   ├── NotWaiting               409   -32000   not waiting for that input
+    │   │   ├── PromptExpired        409   -32000   the prompt expired: answer too late
+    │   │   └── AlreadyAnswered      409   -32000   the prompt was answered already
     │   ├── RunFinishing             409   -32000   launches no more workstreams
     │   ├── WorkstreamFinished       409   -32000   the workstream has ended
     │   ├── WorkstreamNotInteractive 409   -32000   the workstream takes no messages
@@ -249,6 +251,18 @@ class Conflict(SpindleError):
 
 class NotWaiting(Conflict):
     """The run is not waiting for input (on that node)."""
+
+
+class PromptExpired(NotWaiting):
+    """An answer to a prompt that expired (its ``on_expiry`` was taken); the run is unchanged."""
+
+    title = "Prompt expired"
+
+
+class AlreadyAnswered(NotWaiting):
+    """A second answer to a prompt someone already answered; the run is unchanged."""
+
+    title = "Prompt already answered"
 
 
 class RunFinishing(Conflict):

@@ -58,13 +58,55 @@ class NodeReport(BaseModel):
     error: str | None = None
 
 
+EXPIRY_USER = "system:expiry"
+"""The ``user_id`` of an ``on_expiry`` answer, given by the run itself."""
+
+
+class ExpiryAction(StrEnum):
+    """What a prompt does when nobody answered before it expired."""
+
+    ANSWER = "answer"  # accept the graph's default answer, as EXPIRY_USER
+    FAIL = "fail"  # the node fails, and with it the run
+    SKIP = "skip"  # the node is SKIPPED (output null, port "expired"); the run goes on
+
+
 class PendingInput(BaseModel):
-    """A HITL prompt the run is waiting on."""
+    """A HITL prompt the run is waiting on.
+
+    ``assignees`` and ``roles`` say who may answer (docs/operations/threat-model.md):
+    when either is set, only those users, users with one of those roles, or users
+    with a run-control role; when neither is, the run's owner or a run-control role.
+    """
 
     node_id: str
     prompt: str
     ui_schema: dict[str, Any]
     requested_at: str
+    title: str | None = None
+    visit: int = Field(1, description="the prompt node's execution this asks for")
+    expires_at: str | None = Field(None, description="ISO time after which no answer is taken")
+    on_expiry: ExpiryAction | None = Field(None, description="what happens at expires_at")
+    expiry_answer: dict[str, Any] | None = Field(
+        None, description="the answer taken at expiry when on_expiry is 'answer'"
+    )
+    assignees: list[str] = Field(default_factory=list, description="user ids who may answer")
+    roles: list[str] = Field(default_factory=list, description="roles whose users may answer")
+
+    @property
+    def assigned(self) -> bool:
+        """Whether only named users or roles (and run-control roles) may answer."""
+        return bool(self.assignees or self.roles)
+
+    def assigned_to(self, user_id: str | None, roles: list[str] | tuple[str, ...]) -> bool:
+        """Whether ``user_id`` is an assignee or has one of the assigned roles."""
+        return (user_id is not None and user_id in self.assignees) or bool(
+            set(roles) & set(self.roles)
+        )
+
+    def answerers(self) -> str:
+        """Who may answer, for error messages."""
+        named = [f"user {u}" for u in self.assignees] + [f"role {r}" for r in self.roles]
+        return ", ".join(named) + " or a run-control role"
 
 
 class ReplayedNode(BaseModel):
@@ -224,7 +266,13 @@ class UserInput(BaseModel):
     client_message_id: str | None = Field(None, max_length=200)
     metadata: dict[str, Any] | None = None
     node_id: str | None = Field(None, description="the prompt answered; default: the pending one")
-    user_id: str | None = None
+    user_id: str | None = Field(None, description="set by the gateway: who answers")
+    roles: list[str] = Field(
+        default_factory=list, description="set by the gateway: the answerer's roles"
+    )
+    run_control: bool = Field(
+        False, description="set by the gateway: the answerer has a run-control role"
+    )
 
 
 class SignalAck(BaseModel):

@@ -8,9 +8,19 @@ read their parameters through the same models. Each type's spec
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from spindle.shared.contracts.workstreams import LaunchRequest
 
@@ -94,6 +104,18 @@ class ToolParams(_Params):
     args: dict[str, Any] = Field(default_factory=dict)
 
 
+MAX_PROMPT_EXPIRY_SECONDS = 30 * 24 * 3600
+"""A prompt waits at most 30 days (docs/graphs/node-types.md)."""
+
+PrincipalName = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+
+
+class ExpiryAnswer(_Params):
+    """``on_expiry: {"answer": …}``: the answer a prompt takes when nobody gave one."""
+
+    answer: dict[str, Any] = Field(description="checked against ui_schema at registration")
+
+
 class PromptParams(_Params):
     """``prompt``: ask a human (HITL) and wait for a valid answer."""
 
@@ -102,6 +124,39 @@ class PromptParams(_Params):
         None, description="JSON Schema of the answer; default: one required string"
     )
     title: str | None = None
+    expires_in_seconds: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_PROMPT_EXPIRY_SECONDS,
+        description="the prompt expires this long after it asked (1 s to 30 days); "
+        "default: it waits for ever",
+    )
+    on_expiry: Literal["fail", "skip"] | ExpiryAnswer | None = Field(
+        None,
+        description='at expiry: "fail" the node, "skip" it (port "expired"), or take '
+        '{"answer": …}; needs expires_in_seconds; default "fail"',
+    )
+    assignees: list[PrincipalName] = Field(
+        default_factory=list,
+        max_length=100,
+        description="user ids who may answer (besides run-control roles)",
+    )
+    roles: list[PrincipalName] = Field(
+        default_factory=list,
+        max_length=100,
+        description="roles whose users may answer (besides run-control roles)",
+    )
+
+    @field_validator("on_expiry", mode="wrap")
+    @classmethod
+    def _one_expiry_action(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        # One error at ``on_expiry`` itself, not one per member of the union.
+        try:
+            return handler(value)
+        except ValidationError:
+            raise PydanticCustomError(
+                "on_expiry", 'on_expiry is "fail", "skip" or {"answer": {…}}'
+            ) from None
 
 
 class Route(_Params):

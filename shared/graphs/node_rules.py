@@ -16,8 +16,10 @@ from jsonschema.exceptions import SchemaError as BadSchema
 
 from spindle.shared.contracts.graph_spec import GraphSpec, NodeSpec
 from spindle.shared.contracts.workstreams import WORKSTREAM_TOOLS
+from spindle.shared.graphs.answers import extra_fields
 from spindle.shared.graphs.expressions import ExpressionError, compile_expression
 from spindle.shared.graphs.graph_errors import GraphError, graph_error, schema_errors
+from spindle.shared.graphs.node_params import default_ui_schema
 
 
 class ToolSchema(Protocol):
@@ -85,6 +87,43 @@ def prompt_ui_schema(node: NodeSpec, graph: GraphSpec, tools: KnownTools) -> lis
     except BadSchema as exc:
         return [graph_error(node.id, "params.ui_schema", "bad_schema", exc.message)]
     return []
+
+
+def prompt_expiry(node: NodeSpec, graph: GraphSpec, tools: KnownTools) -> list[GraphError]:
+    """``on_expiry`` comes with ``expires_in_seconds``; an ``{"answer": …}`` fits ``ui_schema``.
+
+    Checked here, when the graph is registered, so that a run never fails (or
+    stores an answer no human could give) 30 days in, at expiry.
+    """
+    on_expiry = node.params.get("on_expiry")
+    if on_expiry is None or "on_expiry" in node.inputs:
+        return []
+    if node.params.get("expires_in_seconds") is None and "expires_in_seconds" not in node.inputs:
+        message = "on_expiry needs expires_in_seconds (a prompt without it never expires)"
+        return [graph_error(node.id, "params.on_expiry", "requires_expiry", message)]
+    answer = on_expiry.get("answer") if isinstance(on_expiry, dict) else None
+    if not isinstance(answer, dict) or "ui_schema" in node.inputs:
+        return []  # a malformed on_expiry: the params model reports it
+    schema = node.params.get("ui_schema")
+    if schema is None:
+        schema = default_ui_schema(node.id, str(node.params.get("prompt") or ""))
+    if not isinstance(schema, dict):
+        return []
+    try:
+        Draft202012Validator.check_schema(schema)
+    except BadSchema:
+        return []  # prompt_ui_schema reports it
+    found = [(e["field"], e["rule"], e["message"]) for e in extra_fields(schema, answer)]
+    found += schema_errors(schema, answer)
+    return [
+        graph_error(
+            node.id,
+            f"params.on_expiry.answer.{path}" if path else "params.on_expiry.answer",
+            rule,
+            f"the expiry answer does not fit ui_schema: {message}",
+        )
+        for path, rule, message in found
+    ]
 
 
 def tool_reference(node: NodeSpec, graph: GraphSpec, tools: KnownTools) -> list[GraphError]:

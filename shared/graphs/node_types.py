@@ -177,7 +177,7 @@ PROMPT = NodeTypeSpec(
     timeout_seconds=30,  # asking and accepting; the wait is not an activity
     retry=None,
     runs=RunKind.HUMAN_INPUT,
-    rules=(node_rules.prompt_ui_schema,),
+    rules=(node_rules.prompt_ui_schema, node_rules.prompt_expiry),
 )
 ROUTER = NodeTypeSpec(
     name="router",

@@ -75,6 +75,7 @@ from spindle.shared.contracts.graph_spec import GraphSpec
 from spindle.shared.contracts.runs import NodeReport
 from spindle.shared.graphs.catalog import Catalog
 from spindle.shared.platform.mongo import mongo_client
+from spindle.shared.store.prompts import PromptStore
 from spindle.shared.store.run_document import (
     PROGRESS_KEYS,
     TRACE_COLLECTION,
@@ -149,6 +150,7 @@ class RunArchive:
             [("workflowId", ASCENDING), ("at", ASCENDING)], name="workflow_at"
         )
         await self.run_trace_coll.create_index([("streamId", ASCENDING)], name="stream")
+        await PromptStore(self._db).ensure_indexes()
 
     async def close(self) -> None:
         await self._client.close()

@@ -2,8 +2,8 @@
 
     .venv/bin/python -m tests.bench.run
         [--only nodes|sse|updates|load|workstreams|jsonrpc|telemetry|scale|tokens|browser|redis
-                |history|items|budgets] [--history-nodes 5000] [--items 10000]
-        [--budget-turns 40]
+                |history|items|budgets|hitl] [--history-nodes 5000] [--items 10000]
+        [--budget-turns 40] [--hitl-answers 20]
         [--items-concurrency 16]
         [--nodes 50] [--messages 300] [--repeat 3] [--load-runs 200] [--load-concurrency N]
         [--ws-launches 20] [--ws-levels 5,10,20,30,40,50,75,100]
@@ -47,6 +47,9 @@ loopback ports, then prints (each section, or those chosen with ``--only``):
 - ``budgets``: budget accounting overhead per LLM turn: ms per turn (with its tool
   call) of an agent with a budget whose caps are never reached vs without one, and
   their ratio (see ``tests.bench.budgets``).
+- ``hitl``: a human's answer → the run resumes (takes it and asks the next prompt),
+  and the answer's update round trip, each against a bare Temporal Update round
+  trip (ratios; see ``tests.bench.hitl``).
 
 Figures are printed and written to ``test-artifacts/bench.json``; nothing here
 asserts a time (speed is reported, never tested), except that the load run must
@@ -81,6 +84,7 @@ from tests.bench.browser_latency import bench_browser_latency
 from tests.bench.budgets import bench_budgets
 from tests.bench.floor import BareActivities, NoopBatch, bench_noop, redis_pubsub_latencies
 from tests.bench.history import bench_history
+from tests.bench.hitl import bench_hitl
 from tests.bench.items import bench_items
 from tests.bench.jsonrpc import bench_jsonrpc
 from tests.bench.load import LOAD_INPUTS, LoadBudgetExceeded, LoadErrors, LoadOptions, bench_load
@@ -111,6 +115,7 @@ SECTIONS = (
     "history",
     "items",
     "budgets",
+    "hitl",
 )
 
 
@@ -373,6 +378,8 @@ async def _workflow_sections(
         results["budget_accounting"] = await bench_budgets(
             client, settings, turns=args.budget_turns, repeat=args.repeat
         )
+    if "hitl" in chosen:
+        results["hitl_answer"] = await bench_hitl(client, settings, prompts=args.hitl_answers)
     return results
 
 
@@ -426,6 +433,9 @@ def main() -> None:
         help="pauses before each token (ms, comma-separated) of the tokens section",
     )
     parser.add_argument("--items", type=int, default=10_000, help="items of the items section")
+    parser.add_argument(
+        "--hitl-answers", type=int, default=20, help="answers timed by the hitl section"
+    )
     parser.add_argument(
         "--items-concurrency", type=int, default=16, help="the map's concurrency (items section)"
     )

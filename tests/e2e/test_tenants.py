@@ -56,6 +56,7 @@ TENANT_SCOPED = {
     ("GET", "/schedules"),
     # AG-UI (tests/e2e/test_agui.py): threads are per tenant; another's is unknown (404).
     ("POST", "/agui/{graph}"),
+    ("GET", "/inbox"),
 }
 PROBLEM = "application/problem+json"
 
@@ -219,6 +220,14 @@ async def test_lists_and_graphs_show_only_the_callers_tenant(
         g["name"] for g in (await mallory.get("/graphs")).json()["graphs"]
     }
     assert (await mallory.get("/graphs/approval-flow")).status_code == 404
+    # The inbox: alice's waiting prompt is hers alone (mallory sees no item of tenant A).
+    assert waiting_run["workflow_id"] in {
+        i["workflow_id"] for i in (await alice.get("/inbox", params={"limit": 200})).json()["items"]
+    }
+    assert waiting_run["workflow_id"] not in {
+        i["workflow_id"]
+        for i in (await mallory.get("/inbox", params={"limit": 200})).json()["items"]
+    }
     refused = await mallory.post("/runs", json={"graph": "approval-flow", "input": {"topic": "x"}})
     assert refused.status_code == 404
     # Same graph name, two tenants, two graphs (alice and mallory hold graph-editor).

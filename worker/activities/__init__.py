@@ -39,6 +39,7 @@ def build_activities(
         agent.tool_call,
         hitl.request_input,
         hitl.accept_input,
+        hitl.expire_input,
         lifecycle.finish_run,
         lifecycle.post_message,
         *item_activities(bus, archive),

@@ -16,6 +16,7 @@ completions processed in the order they happened, logging via ``workflow.logger`
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -28,19 +29,24 @@ from temporalio.exceptions import ActivityError, FailureError, RetryState
 with workflow.unsafe.imports_passed_through():
     from spindle.shared.contracts.budgets import RAISE_BUDGET_UPDATE, BudgetAck, BudgetRaise
     from spindle.shared.contracts.errors import (
+        AlreadyAnswered,
+        Forbidden,
         InputInvalid,
         NodeFailed,
         NotWaiting,
+        PromptExpired,
         RunDeadlineExceeded,
         to_application_error,
     )
     from spindle.shared.contracts.messages import AgentMessageType
     from spindle.shared.contracts.runs import (
         DESCRIBE_QUERY,
+        EXPIRY_USER,
         GRAPH_RUN_WORKFLOW,
         USER_INPUT_UPDATE,
         CarriedState,
         CarriedWait,
+        ExpiryAction,
         GraphRunInput,
         GraphRunResult,
         NodeReport,
@@ -52,7 +58,7 @@ with workflow.unsafe.imports_passed_through():
         UserInput,
     )
     from spindle.shared.graphs.expressions import ExpressionError
-    from spindle.shared.graphs.node_params import PromptParams, default_ui_schema
+    from spindle.shared.graphs.node_params import ExpiryAnswer, PromptParams, default_ui_schema
     from spindle.shared.graphs.node_types import PROMPT, TOOL, NodeTypeSpec, RunKind
     from spindle.shared.graphs.state_reads import node_state_reads, project_state
     from spindle.worker import policies
@@ -60,11 +66,13 @@ with workflow.unsafe.imports_passed_through():
     from spindle.worker.contracts import (
         ACCEPT_INPUT,
         EXECUTE_NODE,
+        EXPIRE_INPUT,
         FINISH_RUN,
         POST_MESSAGE,
         RECORD_RUN_START,
         REQUEST_INPUT,
         InputAcceptance,
+        InputExpiry,
         InputRequest,
         NodeExecution,
         NodeOutcome,
@@ -164,6 +172,8 @@ class GraphRun(WorkstreamHandlers):
         self._deferred: list[Activation] = []
         self._waiting: dict[str, CarriedWait] = {}  # prompts that asked; carried if we continue
         self._carried_waits: dict[str, CarriedWait] = {}
+        # Prompts no longer open, by node: "answered" or "expired" (why a late answer is refused).
+        self._closed: dict[str, str] = {}
         if carried is not None:
             self._take_over(carried)
 
@@ -604,25 +614,19 @@ class GraphRun(WorkstreamHandlers):
         node = execution.node
         carried = self._carried_waits.pop(node.id, None)
         if carried is not None:
-            # Asked by an earlier generation: wait for the answer without asking again.
+            # Asked by an earlier generation: wait for the answer without asking again;
+            # its expiry (``pending.expires_at``) is carried with it.
             pending = carried.pending
             execution = execution.model_copy(update={"started_at": carried.started_at})
         else:
-            resolved = resolve_params(node, execution.state, templates=PROMPT.templates)
-            params = validate_params(node, resolved, PromptParams)
-            pending = PendingInput(
-                node_id=node.id,
-                prompt=params.prompt,
-                ui_schema=params.ui_schema
-                or default_ui_schema(node.id, params.prompt, params.title),
-                requested_at=workflow.now().isoformat(),
-            )
+            pending = self._new_prompt(execution)
         self._pending[node.id] = pending
+        self._closed.pop(node.id, None)
         try:
             if carried is None:
                 await workflow.execute_activity(
                     REQUEST_INPUT,
-                    InputRequest(execution=execution, pending=pending),
+                    InputRequest(execution=execution, pending=pending, owner=self._input.user_id),
                     activity_id=f"{node.id}.{execution.visit}.ask",
                     start_to_close_timeout=policies.node_timeout(node),
                     retry_policy=policies.LIFECYCLE_RETRY,
@@ -632,15 +636,102 @@ class GraphRun(WorkstreamHandlers):
             self._waiting[node.id] = CarriedWait(
                 visit=execution.visit, started_at=execution.started_at, pending=pending
             )
-            await workflow.wait_condition(lambda: node.id in self._answers)
+            answered = await self._answer_or_expiry(node.id, pending)
         finally:
             self._pending.pop(node.id, None)
             self._waiting.pop(node.id, None)
+        if not answered:
+            self._closed[node.id] = "expired"
+            return await self._expire(execution, pending)
         answer, user_input = self._answers.pop(node.id)
+        return await self._accept(execution, pending, answer, user_input)
+
+    def _new_prompt(self, execution: NodeExecution) -> PendingInput:
+        node = execution.node
+        resolved = resolve_params(node, execution.state, templates=PROMPT.templates)
+        params = validate_params(node, resolved, PromptParams)
+        now = workflow.now()
+        expiry = params.on_expiry
+        expires = params.expires_in_seconds
+        return PendingInput(
+            node_id=node.id,
+            prompt=params.prompt,
+            ui_schema=params.ui_schema or default_ui_schema(node.id, params.prompt, params.title),
+            requested_at=now.isoformat(),
+            title=params.title,
+            visit=execution.visit,
+            expires_at=(now + timedelta(seconds=expires)).isoformat() if expires else None,
+            on_expiry=(
+                None
+                if not expires
+                else ExpiryAction.ANSWER
+                if isinstance(expiry, ExpiryAnswer)
+                else ExpiryAction(expiry or ExpiryAction.FAIL)
+            ),
+            expiry_answer=expiry.answer if isinstance(expiry, ExpiryAnswer) else None,
+            assignees=params.assignees,
+            roles=params.roles,
+        )
+
+    async def _answer_or_expiry(self, node_id: str, pending: PendingInput) -> bool:
+        """Wait for the answer, or until the prompt expires; True when answered.
+
+        The expiry is a durable timer (only for prompts that expire, so runs of
+        graphs without expiry keep their command sequence); a run continued as
+        new waits only for what is left of it.
+        """
+        if pending.expires_at is None:
+            await workflow.wait_condition(lambda: node_id in self._answers)
+            return True
+        left = datetime.fromisoformat(pending.expires_at) - workflow.now()
+        if left > timedelta(0):
+            # On timeout it expired; an answer in the same workflow task still wins.
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(lambda: node_id in self._answers, timeout=left)
+        return node_id in self._answers
+
+    async def _expire(self, execution: NodeExecution, pending: PendingInput) -> NodeOutcome:
+        """Take the prompt's ``on_expiry`` action (docs/graphs/node-types.md)."""
+        node = execution.node
+        outcome: NodeOutcome = await workflow.execute_activity(
+            EXPIRE_INPUT,
+            InputExpiry(execution=execution, pending=pending),
+            result_type=NodeOutcome,
+            activity_id=f"{node.id}.{execution.visit}.expire",
+            start_to_close_timeout=policies.node_timeout(node),
+            retry_policy=policies.LIFECYCLE_RETRY,
+            task_queue=node.task_queue,
+            priority=policies.node_priority(node),
+        )
+        if pending.on_expiry is ExpiryAction.ANSWER:
+            answer = dict(pending.expiry_answer or {})
+            user_input = UserInput(data=answer, user_id=EXPIRY_USER)
+            return await self._accept(execution, pending, answer, user_input)
+        if pending.on_expiry is ExpiryAction.SKIP:
+            return outcome
+        raise to_application_error(
+            NodeFailed(
+                f"prompt expired at {pending.expires_at} without an answer (on_expiry: fail)"
+            )
+        )
+
+    async def _accept(
+        self,
+        execution: NodeExecution,
+        pending: PendingInput,
+        answer: dict[str, Any],
+        user_input: UserInput,
+    ) -> NodeOutcome:
+        node = execution.node
         result: NodeOutcome = await workflow.execute_activity(
             ACCEPT_INPUT,
             InputAcceptance(
-                execution=execution, pending=pending, answer=answer, user_input=user_input
+                execution=execution,
+                pending=pending,
+                answer=answer,
+                user_input=user_input,
+                # The update's workflow task: the condition woke in the same one.
+                answered_at=workflow.now().isoformat(),
             ),
             result_type=NodeOutcome,
             activity_id=f"{node.id}.{execution.visit}.answer",
@@ -661,6 +752,7 @@ class GraphRun(WorkstreamHandlers):
         # Removed here, not when the prompt task resumes, so a second answer in
         # the same workflow task is refused instead of overwriting this one.
         del self._pending[pending.node_id]
+        self._closed[pending.node_id] = "answered"
         self._answers[pending.node_id] = (answer, user_input)
         return SignalAck(status="accepted", message=f"answer to '{pending.node_id}' accepted")
 
@@ -669,19 +761,61 @@ class GraphRun(WorkstreamHandlers):
         self._checked_answer(self._pending_for(user_input), user_input)
 
     def _pending_for(self, user_input: UserInput) -> PendingInput:
+        """The prompt ``user_input`` answers, if it is still open and its sender may answer.
+
+        Raises:
+            ApplicationError: ``AlreadyAnswered`` / ``PromptExpired`` / ``NotWaiting``
+                (409) when no such prompt is open, ``Forbidden`` (403) when the
+                sender is not among its assignees (the gateway checked first:
+                this is the second line, docs/operations/threat-model.md).
+        """
         if user_input.node_id is not None:
             pending = self._pending.get(user_input.node_id)
-            if pending is None:
-                raise to_application_error(
-                    NotWaiting(
-                        f"the run is not waiting for input on node '{user_input.node_id}'",
-                        context={"waiting_on": list(self._pending)},
-                    )
+        else:
+            pending = next(iter(self._pending.values()), None)
+        if pending is None:
+            raise to_application_error(self._not_waiting(user_input.node_id))
+        if pending.expires_at is not None and workflow.now() >= datetime.fromisoformat(
+            pending.expires_at
+        ):
+            raise to_application_error(
+                PromptExpired(
+                    f"prompt '{pending.node_id}' expired at {pending.expires_at}; "
+                    "the answer came too late and was not taken",
+                    context={"node_id": pending.node_id, "expires_at": pending.expires_at},
                 )
-            return pending
-        if not self._pending:
-            raise to_application_error(NotWaiting("the run is not waiting for input"))
-        return next(iter(self._pending.values()))
+            )
+        if pending.assigned and not (
+            user_input.run_control or pending.assigned_to(user_input.user_id, user_input.roles)
+        ):
+            raise to_application_error(
+                Forbidden(
+                    f"prompt '{pending.node_id}' may be answered only by {pending.answerers()}",
+                    context={"node_id": pending.node_id},
+                )
+            )
+        return pending
+
+    def _not_waiting(self, node_id: str | None) -> NotWaiting:
+        """Why no prompt takes this answer: answered already, expired, or never asked."""
+        closed = node_id if node_id is not None else next(reversed(self._closed), None)
+        why = self._closed.get(closed) if closed is not None else None
+        context: dict[str, Any] = {"waiting_on": list(self._pending)}
+        if why == "answered":
+            return AlreadyAnswered(
+                f"prompt '{closed}' was answered already; this answer was not taken",
+                context={**context, "node_id": closed},
+            )
+        if why == "expired":
+            return PromptExpired(
+                f"prompt '{closed}' expired; the answer came too late and was not taken",
+                context={**context, "node_id": closed},
+            )
+        if node_id is not None:
+            return NotWaiting(
+                f"the run is not waiting for input on node '{node_id}'", context=context
+            )
+        return NotWaiting("the run is not waiting for input")
 
     @staticmethod
     def _checked_answer(pending: PendingInput, user_input: UserInput) -> dict[str, Any]:

@@ -19,6 +19,9 @@ document has these parts:
 
 * ``trace``: the run's NodeMessages (the ``run_trace`` collection), in order,
   each with the ``traceId`` / ``spanId`` of the span that recorded it;
+* ``answer_attempts``: every attempt to answer one of its prompts — accepted,
+  refused by the schema, late, duplicate, forbidden — with user, time and
+  outcome (``spindle.shared.store.prompts``);
 * ``trace_ids``: the run's OpenTelemetry trace id (``run``) and, for each
   archived message, the trace and span that posted it (``messages``: ``seq``,
   ``traceId``, ``spanId``); empty when tracing was off.
@@ -52,6 +55,7 @@ from spindle.gateway.runs.lookup import describe_run
 from spindle.gateway.runs.temporal_errors import temporal_error
 from spindle.gateway.streams.history import stored_messages
 from spindle.shared.store.archive import RunArchive
+from spindle.shared.store.prompts import PromptStore
 from spindle.shared.store.run_trace import message_trace_ids, run_trace
 
 log = logging.getLogger(__name__)
@@ -76,6 +80,9 @@ class RunBundle(BaseModel):
     )
     trace_ids: dict[str, Any] = Field(
         description="run: the run's trace id; messages: [{seq, traceId, spanId}] per message"
+    )
+    answer_attempts: list[dict[str, Any]] = Field(
+        description="every answer attempt on its prompts: user_id, at, outcome, node_id, detail"
     )
 
 
@@ -107,6 +114,7 @@ async def get_run_bundle(
     )
     reports = await _node_reports(archive, workflow_id) if settings.archive_enabled else []
     traced = await _trace(archive, workflow_id) if settings.archive_enabled else ([], {})
+    attempts = await _answer_attempts(archive, workflow_id)
     history = await _history(temporal, workflow_id)
     # Stored messages already are compact JSON: splice their bytes in unparsed.
     body = b"".join(
@@ -123,6 +131,8 @@ async def get_run_bundle(
             orjson.dumps(traced[0], default=str),
             b',"trace_ids":',
             orjson.dumps(traced[1]),
+            b',"answer_attempts":',
+            orjson.dumps(attempts, default=str),
             b"}",
         )
     )
@@ -134,6 +144,14 @@ async def _node_reports(archive: RunArchive, workflow_id: str) -> list[dict[str,
         return await archive.node_reports(workflow_id)
     except Exception as exc:
         log.warning("archive node reports of %s failed: %s", workflow_id, exc)
+        return []
+
+
+async def _answer_attempts(archive: RunArchive, workflow_id: str) -> list[dict[str, Any]]:
+    try:
+        return await PromptStore(archive.database).attempts_of(workflow_id)
+    except Exception as exc:
+        log.warning("answer attempts of %s unavailable: %s", workflow_id, exc)
         return []
 
 

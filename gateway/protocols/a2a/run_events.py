@@ -167,6 +167,7 @@ async def _answer(call: SpindleCall, message: Message) -> AsyncGenerator[Event, 
                 temporal=call.state.temporal,
                 archive=call.state.archive,
                 max_answer_bytes=call.state.settings.max_answer_bytes,
+                settings=call.state.settings,
             )
         except NotFound as exc:
             raise TaskNotFoundError(message=f"task '{task_id}' was not found") from exc

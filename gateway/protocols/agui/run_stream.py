@@ -199,6 +199,7 @@ async def _resume(
             temporal=state.temporal,
             archive=state.archive,
             max_answer_bytes=state.settings.max_answer_bytes,
+            settings=state.settings,
         )
     except ValidationFailed as exc:
         raise _answer_refused(exc) from exc

@@ -206,6 +206,7 @@ async def _deliver(caller: McpCaller, workflow_id: str, response: types.ElicitRe
             temporal=state.temporal,
             archive=state.archive,
             max_answer_bytes=state.settings.max_answer_bytes,
+            settings=state.settings,
         )
     except (ValidationFailed, Conflict) as exc:
         raise _invalid(exc.detail, {"errors": getattr(exc, "errors", None)}) from exc
