@@ -78,13 +78,19 @@ async function loadGraphFilter() {
   select.value = chosen;
 }
 
+// Filters change one select at a time; only the latest request may fill the table
+// (an earlier, slower answer would show the list of a filter no longer chosen).
+let listRequest = 0;
+
 async function loadRuns() {
+  const mine = ++listRequest;
   const params = new URLSearchParams({ limit: "100" });
   if ($("filter-graph").value) params.set("graph", $("filter-graph").value);
   if ($("filter-status").value) params.set("status", $("filter-status").value);
   const body = $("run-table").tBodies[0];
   try {
     const list = await api("GET", `/runs?${params}`);
+    if (mine !== listRequest) return;
     showError($("list-error"), null);
     $("run-count").textContent = `${list.total} run${list.total === 1 ? "" : "s"}`;
     body.replaceChildren(

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import orjson
 from pydantic import Field, ValidationError
 
+from spindle.shared.store.run_document import storable
 from spindle.shared.tasks.push import CONFIG_TTL_SECONDS, PushConfig, PushJob, PushOutbox
 
 if TYPE_CHECKING:
@@ -66,7 +67,12 @@ def webhook_body(event: str, data: dict[str, Any]) -> dict[str, Any]:
 
 
 def bounded_output(output: Any) -> dict[str, Any]:
-    """``{"output": ...}``, or ``{"output_omitted": true}`` when it is too large."""
+    """``{"output": ...}``, or ``{"output_omitted": true}`` when it is too large.
+
+    Integers beyond 64 bits become decimal strings, as in the archive
+    (docs/api/index.md): JSON encoders here refuse them, and a run's end must not.
+    """
+    output = storable(output)
     size = len(orjson.dumps(output, option=orjson.OPT_NON_STR_KEYS, default=str))
     return {"output": output} if size <= MAX_OUTPUT_BYTES else {"output_omitted": True}
 

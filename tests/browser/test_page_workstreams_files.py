@@ -43,7 +43,9 @@ async def test_workstreams_show_in_a_panel_and_can_be_steered_and_stopped(
     await chat_card.locator(".ws-command").select_option("add_instruction")
     await chat_card.locator(".ws-text").fill("Answer in French")
     await chat_card.get_by_role("button", name="Steer").click()
-    ack = page.locator(f"li.msg-system[data-w='{chat_id}']", has_text="applied")
+    ack = page.locator(f"li.msg-system[data-w='{chat_id}']", has_text="applied").filter(
+        has_text="steer"
+    )
     await expect(ack).to_be_visible()
 
     # An interactive workstream takes a follow-up message and answers it.
