@@ -24,7 +24,16 @@ async def test_a_finished_runs_bundle_has_every_part(
     reply = await http.get(f"/runs/{workflow_id}/bundle")
     assert reply.status_code == 200, reply.text
     bundle = reply.json()
-    assert set(bundle) == {"run", "messages", "node_reports", "history", "trace", "trace_ids"}
+    assert set(bundle) == {
+        "run",
+        "messages",
+        "node_reports",
+        "history",
+        "trace",
+        "trace_ids",
+        "answer_attempts",
+    }
+    assert bundle["answer_attempts"] == []  # pipeline asks nobody
 
     assert bundle["run"]["workflow_id"] == workflow_id
     assert bundle["run"]["status"] == "completed"
