@@ -10,11 +10,14 @@ expired instead (an UPDATE message naming the ``on_expiry`` action taken; see
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Awaitable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import orjson
+from pymongo.errors import PyMongoError
 from temporalio import activity
 
 from spindle.shared.contracts.messages import AgentMessageType
@@ -53,6 +56,22 @@ if TYPE_CHECKING:
     from spindle.shared.store.archive import RunArchive
 
 
+logger = logging.getLogger(__name__)
+
+
+async def kept_if_possible(write: Awaitable[object], what: str) -> None:
+    """Write a prompt record unless MongoDB is down.
+
+    The ``prompts`` records feed the inbox and the answer log; a run must go on
+    through a MongoDB outage (docs/operations/redis-mongo.md), so such a write is
+    dropped with a warning rather than failing the prompt's activity.
+    """
+    try:
+        await write
+    except (PyMongoError, TimeoutError) as exc:
+        logger.warning("prompt record not written (%s), MongoDB unavailable: %s", what, exc)
+
+
 class HitlActivities:
     """Human-in-the-loop activities, with the bus and archive injected."""
 
@@ -87,12 +106,15 @@ class HitlActivities:
             },
         )
         if self.prompts is not None:
-            await self.prompts.opened(
-                pending,
-                run=execution.run,
-                tenant_id=execution.run.tenant_id,
-                owner=request.owner,
-                graph_name=execution.run.graph_name,
+            await kept_if_possible(
+                self.prompts.opened(
+                    pending,
+                    run=execution.run,
+                    tenant_id=execution.run.tenant_id,
+                    owner=request.owner,
+                    graph_name=execution.run.graph_name,
+                ),
+                "opened",
             )
         await self.recorder.update_run(
             execution.run,
@@ -150,7 +172,7 @@ class HitlActivities:
         )
         await poster.archive()
         if self.prompts is not None:
-            await self._keep_acceptance(acceptance)
+            await kept_if_possible(self._keep_acceptance(acceptance), "answered")
         await self.tasks.node_finished(execution, acceptance.answer)
         return NodeOutcome(output=acceptance.answer, report=report)
 
@@ -206,7 +228,9 @@ class HitlActivities:
             },
         )
         if self.prompts is not None:
-            await self.prompts.settle(execution.run, pending, PromptStatus.EXPIRED)
+            await kept_if_possible(
+                self.prompts.settle(execution.run, pending, PromptStatus.EXPIRED), "expired"
+            )
         await self.recorder.update_run(
             execution.run, status=RunStatus.RUNNING.value, pending_input=None
         )

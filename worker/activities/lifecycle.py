@@ -11,6 +11,7 @@ from spindle.shared.contracts.runs import RunStatus
 from spindle.shared.platform import metrics
 from spindle.shared.store.prompts import PromptStore
 from spindle.shared.tasks.webhooks import bounded_output
+from spindle.worker.activities.hitl import kept_if_possible
 from spindle.worker.activities.poster import MessagePoster
 from spindle.worker.activities.recorder import RunRecorder, summarize
 from spindle.worker.activities.run_webhooks import notify_webhook
@@ -69,7 +70,9 @@ class LifecycleActivities:
         await self.recorder.update_run(finish.run, **fields)
         if self.archive is not None:
             # A finished run answers no prompt: out of every inbox.
-            await PromptStore(self.archive.database).close_run(finish.run.workflow_id)
+            await kept_if_possible(
+                PromptStore(self.archive.database).close_run(finish.run.workflow_id), "closed"
+            )
         await poster.archive()
         # Task runs: every task still active gets its end, the root the run's.
         await self.tasks.run_finished(finish.run, status=status.value, error=finish.error)
