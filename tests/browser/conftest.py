@@ -102,6 +102,9 @@ def browser_settings(settings: Settings) -> Settings:
             "rate_limit_run_starts": 100_000,
             "rate_limit_signals": 100_000,
             "max_streams_per_tenant": 10_000,
+            # This worker shares Redis, and so the push outbox, with the e2e stack's:
+            # it must deliver the e2e receivers' pushes (127.0.0.1) as that one does.
+            "outbound_allow": "127.0.0.1/32",
         }
     )
 
