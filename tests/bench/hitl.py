@@ -17,7 +17,6 @@ on the same Temporal dev server; the ratios divide each figure by its median.
 
 from __future__ import annotations
 
-import asyncio
 import statistics
 import time
 import uuid
@@ -41,6 +40,7 @@ from spindle.shared.contracts.runs import (
 )
 from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunArchive
+from tests.polling import eventually
 
 POLL_S = 0.002
 
@@ -103,8 +103,10 @@ async def _pending_node(handle: WorkflowHandle[Any, Any]) -> str | None:
 
 
 async def _asked(handle: WorkflowHandle[Any, Any], node_id: str) -> None:
-    while await _pending_node(handle) != node_id:
-        await asyncio.sleep(POLL_S)
+    async def asked() -> bool:
+        return await _pending_node(handle) == node_id
+
+    await eventually(asked, what=f"the run asks '{node_id}'", timeout=60, interval=POLL_S)
 
 
 async def bench_hitl(client: Client, settings: Settings, *, prompts: int) -> dict[str, Any]:
