@@ -14,6 +14,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio.common import Priority, RetryPolicy
+from temporalio.workflow import ActivityCancellationType
 
 from spindle.shared.contracts.errors import ExecutorNotFound, InputInvalid, InvalidParams
 from spindle.shared.contracts.graph_spec import GraphSpec, NodeSpec, RetrySpec
@@ -188,3 +189,16 @@ def routed(graph: GraphSpec, node: NodeSpec) -> NodeSpec:
     if queue == node.task_queue:
         return node
     return node.model_copy(update={"task_queue": queue})
+
+
+def ask_cancellation(settles: bool) -> ActivityCancellationType:
+    """How a canceled run cancels its in-flight ``request_input``.
+
+    ``settles`` (the run carries the patch ``ask-settles-before-the-run-ends``): wait for
+    the short activity to end, so its prompt message and inbox record land before
+    ``finish_run`` posts the last message and closes the run's prompts; runs recorded
+    before the patch keep Temporal's default, TRY_CANCEL, so their histories replay.
+    """
+    if settles:
+        return ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+    return ActivityCancellationType.TRY_CANCEL

@@ -106,3 +106,22 @@ class GraphRunner:
     @staticmethod
     async def answer(handle: WorkflowHandle[Any, Any], user_input: UserInput) -> SignalAck:
         return await handle.execute_update(USER_INPUT_UPDATE, user_input, result_type=SignalAck)
+
+
+async def cancel_run(handle: WorkflowHandle[Any, Any]) -> None:
+    """Cancel the workflow, asking again until its history records the request.
+
+    The time-skipping test server drops a cancel request that arrives while a
+    workflow task is in flight: seen here, no ``WorkflowExecutionCancelRequested``
+    event 90 s later, the run still waiting. Asking again is harmless (Temporal
+    records one request), so the tests repeat it until the event is there.
+    """
+
+    async def requested() -> bool | None:
+        async for event in handle.fetch_history_events():
+            if event.HasField("workflow_execution_cancel_requested_event_attributes"):
+                return True
+        await handle.cancel()
+        return None
+
+    await eventually(requested, what=f"cancel request of {handle.id} recorded", interval=0.2)

@@ -6,17 +6,23 @@ watching the run's stream receives, in order.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
+    WorkflowHandle,
     WorkflowUpdateFailedError,
 )
 from temporalio.exceptions import ApplicationError, CancelledError
+from temporalio.testing import WorkflowEnvironment
 
 from spindle.shared.contracts.runs import NodeStatus, RunStatus, UserInput
+from spindle.shared.store.prompts import PromptStatus, PromptStore
 from spindle.worker.examples import load_example
-from tests.workflow.runs import GraphRunner, M, is_subsequence, types_of
+from tests.polling import eventually
+from tests.workflow.runs import GraphRunner, M, cancel_run, is_subsequence, types_of
 
 pytestmark = pytest.mark.workflow
 
@@ -174,18 +180,26 @@ async def test_approval_by_plain_message_takes_the_approved_branch(runner: Graph
     assert question["m"] == "approve"
 
 
-@pytest.mark.xfail(
-    reason="hangs in handle.result() when run after the other workflow modules on the "
-    "time-skipping server (passes alone); under investigation, see the 2026-11-25 note",
-    strict=False,
-)
-async def test_cancel_while_waiting_terminates_the_run(runner: GraphRunner) -> None:
+async def canceled_result(env: WorkflowEnvironment, handle: WorkflowHandle[Any, Any]) -> None:
+    """Cancel the run and wait for its end in wall time.
+
+    The cancel waits for the in-flight ``request_input`` (a real activity running in
+    wall time); with time skipping on, the test server jumps over it to the
+    workflow's own timeouts, so the wait runs with skipping off.
+    """
+    await cancel_run(handle)
+    with env.auto_time_skipping_disabled():
+        await handle.result()
+
+
+async def test_cancel_while_waiting_terminates_the_run(
+    runner: GraphRunner, time_skipping_env: WorkflowEnvironment
+) -> None:
     handle = await runner.start(load_example("approval-flow"), {"topic": "cancel me"})
     await runner.wait_for_prompt(handle, "review")
 
-    await handle.cancel()
     with pytest.raises(WorkflowFailureError) as failure:
-        await handle.result()
+        await canceled_result(time_skipping_env, handle)
     assert isinstance(failure.value.cause, CancelledError)
     assert (await handle.describe()).status is WorkflowExecutionStatus.CANCELED
 
@@ -196,3 +210,27 @@ async def test_cancel_while_waiting_terminates_the_run(runner: GraphRunner) -> N
     described = await runner.describe(handle)
     assert described.status is RunStatus.CANCELED
     assert described.pending_input is None
+
+
+async def test_cancel_while_asking_leaves_no_prompt_behind(
+    runner: GraphRunner, time_skipping_env: WorkflowEnvironment
+) -> None:
+    """Canceled while its ``request_input`` is in flight: nothing is asked after the end.
+
+    The prompt message, if it was posted at all, comes before TERMINATED, and no
+    inbox keeps an open prompt of the canceled run.
+    """
+    handle = await runner.start(load_example("approval-flow"), {"topic": "cancel early"})
+
+    async def asking() -> bool | None:
+        pending = (await runner.describe(handle)).pending_input
+        return True if pending is not None and pending.node_id == "review" else None
+
+    await eventually(asking, what="the run starts to ask")
+    with pytest.raises(WorkflowFailureError):
+        await canceled_result(time_skipping_env, handle)
+
+    messages = await runner.messages(handle.id)
+    assert messages[-1]["t"] == M.TERMINATED
+    prompt = await PromptStore(runner.archive.database).prompt_for(handle.id, "review")
+    assert prompt is None or prompt.status is not PromptStatus.OPEN

@@ -60,6 +60,7 @@ from spindle.worker.workflows.workstreams.child_agent import (
 )
 from spindle.worker.workflows.workstreams.child_workflow import Workstream
 from tests.polling import eventually
+from tests.workflow.runs import cancel_run
 
 pytestmark = pytest.mark.workflow
 
@@ -475,7 +476,7 @@ async def test_temporal_cancel_ends_it_canceled(harness: Harness) -> None:
     harness.llm.hold(child_id, 1)  # a step that never ends by itself
     handle = await harness.start_child(parent.id)
     await harness.wait_calls(child_id, 1)
-    await handle.cancel()
+    await cancel_run(handle)
     outcome = await handle.result()
 
     assert outcome.state == WorkstreamState.CANCELED
@@ -491,7 +492,7 @@ async def test_forced_cancel_after_a_timeout_stop_reports_timeout(harness: Harne
     handle = await harness.start_child(parent.id)
     await harness.wait_calls(child_id, 1)
     await handle.signal(CHILD_STOP_SIGNAL, ChildStop(reason="timeout"))
-    await handle.cancel()  # the parent's grace period ran out
+    await cancel_run(handle)  # the parent's grace period ran out
     outcome = await handle.result()
 
     assert outcome.state == WorkstreamState.TIMEOUT

@@ -47,7 +47,7 @@ from spindle.shared.contracts.workstreams import (
     WorkstreamState,
     child_workflow_id,
 )
-from tests.workflow.runs import M, eventually, types_of
+from tests.workflow.runs import M, cancel_run, eventually, types_of
 from tests.workflow.stub_workstream import PARTIAL
 from tests.workflow.workstream_parents import (
     HOLD,
@@ -199,7 +199,7 @@ async def test_a_launch_past_the_live_limit_is_refused_and_the_run_goes_on(
     await eventually(one_ended, what="ws-1 ends")
     again = await parents.launch(handle, LaunchRequest(task="quick d"))
     assert again.launch_id == "ws-3", "a slot freed by an ended workstream is usable"
-    await handle.cancel()
+    await cancel_run(handle)
 
 
 async def test_steer_message_and_terminate_updates_and_their_refusals(parents: Parents) -> None:
@@ -303,7 +303,7 @@ async def test_cancelling_the_parent_stops_then_cancels_every_child(parents: Par
         *(f"{handle.id}.ws-{n}" for n in (1, 2, 3)),
     ]
 
-    await handle.cancel()
+    await cancel_run(handle)
     await parents.skip_to_just_before(GRACE_SECONDS)
     stopping = await parents.workstreams(handle)
     assert [i.state for i in stopping] == [

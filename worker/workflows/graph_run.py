@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from spindle.shared.contracts.messages import AgentMessageType
     from spindle.shared.contracts.runs import (
+        ASK_SETTLES_ON_CANCEL_PATCH,
         DESCRIBE_QUERY,
         EXPIRY_USER,
         GRAPH_RUN_WORKFLOW,
@@ -632,6 +633,11 @@ class GraphRun(WorkstreamHandlers):
                     retry_policy=policies.LIFECYCLE_RETRY,
                     task_queue=node.task_queue,
                     priority=policies.node_priority(node),
+                    # It posts the prompt and files it in the inbox; a cancel must not
+                    # let it do so after finish_run closed the run's prompts.
+                    cancellation_type=policies.ask_cancellation(
+                        workflow.patched(ASK_SETTLES_ON_CANCEL_PATCH)
+                    ),
                 )
             self._waiting[node.id] = CarriedWait(
                 visit=execution.visit, started_at=execution.started_at, pending=pending
