@@ -3,8 +3,9 @@
 Workstream children are started with the parent close policy ABANDON so that they
 outlive a parent that continues as new (docs/graphs/long-runs.md). A terminated
 parent runs no more code to stop them, so the terminate route asks the run for its
-workstreams first and cancels the open ones after the terminate (best effort: a
-run whose worker does not answer the query leaves its children to their deadlines).
+workstreams first and cancels the open ones after the terminate; if the query went
+unanswered (a busy worker), it asks the closed run again (best effort: a run whose
+worker answers neither time leaves its children to their deadlines).
 """
 
 from __future__ import annotations
@@ -23,21 +24,25 @@ QUERY_TIMEOUT = timedelta(seconds=3)
 CANCEL_TIMEOUT = timedelta(seconds=5)
 
 
-async def open_children(temporal: Client, workflow_id: str) -> list[str]:
-    """The workflow ids of the run's workstreams that have not ended (empty if unknown)."""
+async def open_children(temporal: Client, workflow_id: str) -> list[str] | None:
+    """The workflow ids of the run's workstreams that have not ended; None if unknown.
+
+    A closed run answers too (its worker replays it), so a caller that got None
+    before a terminate can ask again after it.
+    """
     try:
         listed = await temporal.get_workflow_handle(workflow_id).query(
             WORKSTREAMS_QUERY, result_type=WorkstreamList, rpc_timeout=QUERY_TIMEOUT
         )
     except TemporalError as exc:
-        log.warning("workstreams of %s unknown (%s): not cancelled", workflow_id, exc)
-        return []
+        log.warning("workstreams of %s unknown for now (%s)", workflow_id, exc)
+        return None
     return [w.child_workflow_id for w in listed.workstreams if not w.state.finished]
 
 
-async def cancel_children(temporal: Client, child_ids: list[str]) -> None:
+async def cancel_children(temporal: Client, child_ids: list[str] | None) -> None:
     """Request cancellation of each child (a child already closed is skipped)."""
-    for child_id in child_ids:
+    for child_id in child_ids or []:
         try:
             await temporal.get_workflow_handle(child_id).cancel(rpc_timeout=CANCEL_TIMEOUT)
         except TemporalError as exc:

@@ -231,12 +231,23 @@ async def test_every_streaming_transport_takes_a_stream_slot(
             return again.response.status_code == 200
 
     await eventually(slot_free, what="the SSE slot is given back", timeout=10, interval=0.1)
-    # An A2A stream holds the slot while it is open and gives it back when the client leaves.
-    async with busy.stream("POST", "/", json=resubscribe) as a2a:
-        assert a2a.status_code == 200
-        assert a2a.headers["content-type"].startswith("text/event-stream")
-        async with open_sse(busy, url) as meanwhile:
-            assert meanwhile.response.status_code == 429
+
+    # An A2A stream holds the slot while it is open and gives it back when the client
+    # leaves. (Refused while the probe's own stream above is still being let go: the
+    # gateway gives a slot back when it notices the client left, not before.)
+    async def a2a_stream_holds_the_slot() -> bool:
+        async with busy.stream("POST", "/", json=resubscribe) as a2a:
+            if a2a.status_code == 429:
+                return False
+            assert a2a.status_code == 200
+            assert a2a.headers["content-type"].startswith("text/event-stream")
+            async with open_sse(busy, url) as meanwhile:
+                assert meanwhile.response.status_code == 429
+            return True
+
+    await eventually(
+        a2a_stream_holds_the_slot, what="an A2A stream takes the slot", timeout=10, interval=0.1
+    )
     await eventually(
         slot_free, what="the A2A stream's slot is given back", timeout=10, interval=0.1
     )

@@ -225,6 +225,8 @@ async def terminate_run(
         await handle.terminate(reason=reason, rpc_timeout=RPC_TIMEOUT)
     except RPCError as exc:
         raise temporal_error(exc) from exc
+    if children is None:  # unanswered while it ran: ask the closed run
+        children = await open_children(temporal, workflow_id)
     await cancel_children(temporal, children)
     # A terminated workflow runs no more code, so the gateway ends its
     # conversation itself (dedup key: a repeated terminate posts nothing new).
