@@ -135,6 +135,18 @@ async def test_protocol_0_3_bad_params_are_invalid_params_naming_the_field(
     assert missing_id["error"]["code"] == -32602
     assert [e["field"] for e in missing_id["error"]["data"]["errors"]] == ["params.id"]
 
+    # 0.3 requires a kind on every part (the SDK took a part without one as text).
+    no_kind = {
+        "kind": "message",
+        "role": "user",
+        "messageId": "bad-2",
+        "parts": [{"kind": "text", "text": "fine"}, {"type": "unsupported_type", "text": "x"}],
+    }
+    kindless = await call(stack, callers["alice"], "message/send", {"message": no_kind}, v1=False)
+    assert kindless["error"]["code"] == -32602, kindless
+    fields = [e["field"] for e in kindless["error"]["data"]["errors"]]
+    assert fields == ["params.message.parts[1].kind"]
+
 
 async def test_protocol_0_3_push_config_delete_answers_with_a_null_result(
     stack: SpindleStack, callers: dict[str, Caller], examples: list[str], unique: str
@@ -248,3 +260,45 @@ async def test_an_unchanged_task_reads_the_same_twice(
     second = await call(stack, alice, "GetTask", {"id": task_id, "historyLength": 0}, v1=True)
     assert first["result"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     assert first["result"] == second["result"]
+
+
+async def test_a_send_takes_budget_deadline_and_conversation_from_metadata(
+    stack: SpindleStack, callers: dict[str, Caller], examples: list[str], unique: str
+) -> None:
+    """What POST /runs takes in its body, an A2A send takes in its metadata, checked
+    the same way: a bad value is -32602 naming the key, and no run starts."""
+    alice = callers["alice"]
+    options = {
+        "graph": "approval-flow",
+        "budget": {"max_tool_calls": 7, "on_exhausted": "fail"},
+        "deadlineSeconds": 600,
+        "conversationId": f"conv-{unique}",
+    }
+    message = v1_message("Q3 budget", unique, metadata=options)
+    sent = await call(stack, alice, "SendMessage", {"message": message}, v1=True)
+    task = sent["result"]["task"]
+    async with httpx.AsyncClient(
+        base_url=stack.base_url, headers=alice.headers, timeout=TIMEOUT
+    ) as http:
+        run = (await http.get(f"/runs/{task['id']}")).json()
+        assert run["conversation_id"] == f"conv-{unique}"
+        assert run["deadline_at"] is not None
+        assert run["budget"]["limits"]["max_tool_calls"] == 7, run["budget"]
+
+        before = (await http.get("/runs")).json()["total"]
+        bad = {
+            "deadlineSeconds": 0,
+            "budget": {"max_tool_calls": 1, "bogus": True},
+            "conversationId": "",
+        }
+        for key, value in bad.items():
+            wrong = v1_message("x", f"{unique}-{key}", metadata={key: value})
+            refused = await call(stack, alice, "SendMessage", {"message": wrong}, v1=True)
+            assert refused["error"]["code"] == -32602, refused
+            fields = [e["field"] for e in refused["error"]["data"]["errors"]]
+            assert all(f.startswith(f"message.metadata.{key}") for f in fields), fields
+            legacy = {"kind": "message", "role": "user", "messageId": f"l-{unique}-{key}"}
+            legacy |= {"parts": [{"kind": "text", "text": "x"}], "metadata": {key: value}}
+            old = await call(stack, alice, "message/send", {"message": legacy}, v1=False)
+            assert old["error"]["code"] == -32602, old
+        assert (await http.get("/runs")).json()["total"] == before, "no run started"
