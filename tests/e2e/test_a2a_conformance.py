@@ -281,7 +281,8 @@ async def test_a_send_takes_budget_deadline_and_conversation_from_metadata(
         base_url=stack.base_url, headers=alice.headers, timeout=TIMEOUT
     ) as http:
         run = (await http.get(f"/runs/{task['id']}")).json()
-        assert run["conversation_id"] == f"conv-{unique}"
+        conversation = (await http.get(f"/conversations/conv-{unique}/runs")).json()
+        assert conversation["history"] == [task["id"]], conversation
         assert run["deadline_at"] is not None
         assert run["budget"]["limits"]["max_tool_calls"] == 7, run["budget"]
 
@@ -295,10 +296,12 @@ async def test_a_send_takes_budget_deadline_and_conversation_from_metadata(
             wrong = v1_message("x", f"{unique}-{key}", metadata={key: value})
             refused = await call(stack, alice, "SendMessage", {"message": wrong}, v1=True)
             assert refused["error"]["code"] == -32602, refused
-            fields = [e["field"] for e in refused["error"]["data"]["errors"]]
-            assert all(f.startswith(f"message.metadata.{key}") for f in fields), fields
+            details = refused["error"]["data"]  # google.rpc details in 1.0
+            fields = [v["field"] for d in details for v in d.get("fieldViolations", [])]
+            assert fields and all(f.startswith(f"message.metadata.{key}") for f in fields)
             legacy = {"kind": "message", "role": "user", "messageId": f"l-{unique}-{key}"}
             legacy |= {"parts": [{"kind": "text", "text": "x"}], "metadata": {key: value}}
             old = await call(stack, alice, "message/send", {"message": legacy}, v1=False)
             assert old["error"]["code"] == -32602, old
+            assert old["error"]["data"]["errors"][0]["field"].startswith(f"message.metadata.{key}")
         assert (await http.get("/runs")).json()["total"] == before, "no run started"
