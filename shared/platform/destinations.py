@@ -79,6 +79,7 @@ class DestinationGate:
         self._failures: dict[str, int] = defaultdict(int)
         self._open_until: dict[str, float] = {}
         self._freed = asyncio.Condition()
+        self._notifying: set[asyncio.Task[None]] = set()
 
     def in_flight(self, destination: str) -> int:
         """Calls to ``destination`` in flight now."""
@@ -98,7 +99,10 @@ class DestinationGate:
         if self._in_flight[destination] <= 0:
             del self._in_flight[destination]
         with contextlib.suppress(RuntimeError):  # no running loop: nobody waits
-            asyncio.get_running_loop().create_task(self._notify())
+            task = asyncio.get_running_loop().create_task(self._notify())
+            # The loop keeps only weak references to tasks.
+            self._notifying.add(task)
+            task.add_done_callback(self._notifying.discard)
 
     async def _notify(self) -> None:
         async with self._freed:
@@ -151,17 +155,18 @@ class DestinationGate:
             DestinationHeld: the breaker is open, or no slot freed within ``wait_seconds``.
         """
         self._check_breaker(destination)
-        try:
-            async with asyncio.timeout(wait_seconds), self._freed:
-                await self._freed.wait_for(lambda: self.has_room(destination))
-        except TimeoutError:
-            raise DestinationHeld(
-                destination,
-                f"{self.limits.per_destination} calls already in flight for "
-                f"{wait_seconds:.0f} s (per-destination limit)",
-            ) from None
-        self._check_breaker(destination)  # it may have opened while this call waited
-        self.take(destination)
+        async with self._freed:
+            try:
+                async with asyncio.timeout(wait_seconds):
+                    await self._freed.wait_for(lambda: self.has_room(destination))
+            except TimeoutError:
+                raise DestinationHeld(
+                    destination,
+                    f"{self.limits.per_destination} calls already in flight for "
+                    f"{wait_seconds:.0f} s (per-destination limit)",
+                ) from None
+            self._check_breaker(destination)  # it may have opened while this call waited
+            self.take(destination)  # under the lock: two woken waiters never both fit
         call = Call()
         try:
             yield call
