@@ -182,7 +182,17 @@ async def test_every_path_that_starts_runs_takes_the_run_start_limit(
     # A2A's own error, naming the limit: not an InternalError (-32603).
     assert a2a["error"]["code"] == -32600, a2a
     assert a2a["error"]["data"]["reason"] == "RATE_LIMITED"
-    assert a2a["error"]["data"]["retryAfter"] >= 1
+    assert int(a2a["error"]["data"]["retryAfter"]) >= 1
+    v1 = {"messageId": "v1-over", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+    over = await busy.post(
+        "/",
+        json={"jsonrpc": "2.0", "id": "v1", "method": "SendMessage", "params": {"message": v1}},
+        headers={"A2A-Version": "1.0"},
+    )
+    error = over.json()["error"]
+    assert error["code"] == -32600 and "rate_limit_run_starts" in error["message"], error
+    [info] = [d for d in error["data"] if d["@type"].endswith("ErrorInfo")]
+    assert info["metadata"]["reason"] == "RATE_LIMITED"
     assert (await busy.get("/runs")).json()["total"] == RUN_STARTS, "nothing else started"
     assert (await calm.post("/", json=execute_call("calm"))).json()["result"]["status"] == "started"
 
@@ -237,7 +247,8 @@ async def test_every_streaming_transport_takes_a_stream_slot(
     await eventually(slot_free, what="the SSE slot is given back", timeout=10, interval=0.1)
     # An A2A stream holds the slot while it is open and gives it back when the client leaves.
     async with busy.stream("POST", "/", json=resubscribe) as a2a:
-        assert a2a.status_code == 200
+        body = (await a2a.aread()) if a2a.status_code != 200 else b""
+        assert a2a.status_code == 200, body
         assert a2a.headers["content-type"].startswith("text/event-stream")
         async with open_sse(busy, url) as meanwhile:
             assert meanwhile.response.status_code == 429

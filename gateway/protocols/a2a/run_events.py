@@ -204,8 +204,10 @@ def run_options(message: Message, params: SendMessageRequest) -> dict[str, Any]:
 def rate_limited(exc: RateLimited) -> InvalidRequestError:
     """A tenant limit as A2A's error: -32600 with ``data.reason`` RATE_LIMITED, the
     message naming the limit and setting, as a stream over its limit gets."""
+    # A string: in 1.0 the data becomes google.rpc.ErrorInfo metadata (string values).
+    retry_after = str(exc.retry_after or 1)
     return InvalidRequestError(
-        message=exc.detail, data={"reason": "RATE_LIMITED", "retryAfter": exc.retry_after}
+        message=exc.detail, data={"reason": "RATE_LIMITED", "retryAfter": retry_after}
     )
 
 
