@@ -11,7 +11,11 @@ Each worker process keeps the tool lists it fetched for ``mcp_tools_cache_second
 (``McpToolCache``), so a turn does not start a server process or open a
 connection just to list tools. Every connection is checked first
 (``spindle.shared.platform.mcp_servers``): a stdio command must be allow-listed,
-an HTTP server goes through the outbound URL policy (``guarded_client2``).
+an HTTP server goes through the outbound URL policy (``guarded_client2``) and
+its destination's gate (``shared.platform.destinations``: at most
+``mcp_per_destination`` calls in flight per host and port, and a breaker that
+refuses calls at once after ``mcp_breaker_failures`` failed connections in a
+row, for ``mcp_breaker_seconds``), as push notifications and webhooks do.
 Header values given as ``{secret: NAME}`` are read here, from the worker's
 environment variable ``SPINDLE_MCP_SECRET_<NAME>``: graphs never hold them.
 """
@@ -32,8 +36,14 @@ from jsonschema.exceptions import SchemaError
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from spindle.shared.contracts.errors import ToolError
+from spindle.shared.contracts.errors import OutboundRefused, ToolError
 from spindle.shared.graphs.node_params import McpSecret, McpServer
+from spindle.shared.platform.destinations import (
+    DestinationGate,
+    DestinationHeld,
+    GateLimits,
+    destination_of,
+)
 from spindle.shared.platform.mcp_servers import allowed_commands, server_problem
 from spindle.shared.platform.outbound import outbound_policy
 from spindle.shared.platform.outbound_httpx2 import guarded_client2
@@ -87,6 +97,7 @@ class McpToolCache:
         self._settings = settings
         self._lists: dict[str, tuple[float, list[McpTool]]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self._gate: DestinationGate | None = None
 
     @property
     def settings(self) -> Settings:
@@ -99,6 +110,21 @@ class McpToolCache:
         )
         if problem is not None:
             raise ToolError(f"MCP server '{server.name}': {problem[1]}")
+
+    @property
+    def gate(self) -> DestinationGate:
+        """This worker's per-destination limits and breakers of MCP HTTP servers."""
+        if self._gate is None:
+            settings = self.settings
+            self._gate = DestinationGate(
+                GateLimits(
+                    settings.mcp_per_destination,
+                    settings.mcp_breaker_failures,
+                    settings.mcp_breaker_seconds,
+                ),
+                what="MCP",
+            )
+        return self._gate
 
     def _client(self, server: McpServer) -> tuple[Client, Any]:
         """A client of ``server`` and the HTTP client it uses (to close), if any."""
@@ -115,21 +141,52 @@ class McpToolCache:
         return Client(transport, read_timeout_seconds=settings.mcp_timeout_seconds), http
 
     async def _session(self, server: McpServer, work: Any) -> Any:
-        """Run ``work(client)`` on a fresh connection, bounded by ``mcp_timeout_seconds``."""
+        """Run ``work(client)`` on a fresh connection, bounded by ``mcp_timeout_seconds``.
+
+        An HTTP server's calls also pass its destination's gate (a slot among
+        ``mcp_per_destination``, refused while its breaker is open), so one
+        tenant's hanging or failing server holds only its own calls.
+        """
         self._check(server)
+        timeout = self.settings.mcp_timeout_seconds
+        deadline = asyncio.get_running_loop().time() + timeout
+        if server.url is None:
+            return _outcome(server, await self._attempt(server, work, deadline))
+        destination = destination_of(server.url)
+        try:
+            async with self.gate.slot(destination, wait_seconds=timeout) as call:
+                attempt = await self._attempt(server, work, deadline)
+                if isinstance(attempt, _Unreachable):
+                    # A refusal by the policy says nothing about the server.
+                    call.ok = None if attempt.refused else False
+        except DestinationHeld as exc:
+            raise ToolError(
+                f"MCP server '{server.name}' at {destination} is not called: {exc.reason}"
+            ) from exc
+        return _outcome(server, attempt)
+
+    async def _attempt(self, server: McpServer, work: Any, deadline: float) -> Any:
+        """``work``'s result, the server's ``MCPError``, or ``_Unreachable``.
+
+        Raises:
+            ToolError: a problem on this side (a secret not set on the worker).
+        """
         client, http = self._client(server)
         try:
-            async with asyncio.timeout(self.settings.mcp_timeout_seconds):
+            async with asyncio.timeout_at(deadline):
                 async with client:
                     return await work(client)
-        except ToolError:
-            raise
         except MCPError as exc:
-            raise ToolError(f"MCP server '{server.name}': {exc}") from exc
-        except TimeoutError as exc:
-            raise ToolError(f"MCP server '{server.name}' did not answer in time") from exc
+            return exc  # the server answered: not a failure of the destination
+        except TimeoutError:
+            return _Unreachable("did not answer in time")
+        except OutboundRefused as exc:
+            return _Unreachable(exc.detail, refused=True)
         except Exception as exc:  # spawn failures, refused URLs, broken connections
-            raise ToolError(f"MCP server '{server.name}' failed: {_reason(exc)}") from exc
+            refused = _innermost(exc)
+            if isinstance(refused, OutboundRefused):
+                return _Unreachable(refused.detail, refused=True)
+            return _Unreachable(f"failed: {_reason(exc)}")
         finally:
             if http is not None:
                 await http.aclose()
@@ -215,11 +272,36 @@ def check_arguments(tool: McpTool, arguments: Mapping[str, Any]) -> None:
         raise ToolError(f"invalid arguments for tool '{tool.qualified}': {listed}")
 
 
-def _reason(exc: BaseException) -> str:
-    """The innermost useful message (task groups wrap errors in groups)."""
+@dataclass(frozen=True)
+class _Unreachable:
+    """Why a connection to a server failed (a failure of its destination)."""
+
+    reason: str
+    refused: bool = False
+
+
+def _outcome(server: McpServer, attempt: Any) -> Any:
+    """``attempt``'s value, or the ``ToolError`` its failure makes."""
+    if isinstance(attempt, MCPError):
+        raise ToolError(f"MCP server '{server.name}': {attempt}") from attempt
+    if isinstance(attempt, _Unreachable):
+        if attempt.refused:
+            raise ToolError(f"MCP server '{server.name}': {attempt.reason}")
+        raise ToolError(f"MCP server '{server.name}' {attempt.reason}")
+    return attempt
+
+
+def _innermost(exc: BaseException) -> BaseException:
+    """The first leaf of nested exception groups (task groups wrap errors in groups)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    return f"{type(exc).__name__}: {exc}"
+    return exc
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost useful message."""
+    inner = _innermost(exc)
+    return f"{type(inner).__name__}: {inner}"
 
 
 _CACHE: McpToolCache | None = None

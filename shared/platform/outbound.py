@@ -1,4 +1,6 @@
-"""The one policy for every URL Spindle calls on a caller's behalf (push notifications now).
+"""The one policy for every URL Spindle calls on a caller's behalf.
+
+Push notifications, run webhooks and MCP streamable-HTTP servers all use it.
 
 A caller who registers a URL chooses where a Spindle process connects from
 inside the deployment's network, so an unchecked URL lets them reach Redis,
@@ -32,7 +34,7 @@ import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Protocol
+from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -305,6 +307,36 @@ def outbound_policy(settings: _AllowSetting) -> OutboundPolicy:
     return _parsed(settings.outbound_allow)
 
 
+class GuardableRequest(Protocol):
+    """What ``guard_request`` needs of a request: ``httpx.Request`` and its fork
+    ``httpx2.Request`` (the MCP SDK's) both have it."""
+
+    url: Any
+    headers: Any
+    extensions: Any
+
+
+async def guard_request(policy: OutboundPolicy, request: GuardableRequest) -> None:
+    """Point ``request`` at a checked address of its host, in place.
+
+    The host is resolved once and every address checked (``OutboundPolicy.resolve``);
+    the request then connects to the checked address while ``Host`` and TLS SNI
+    keep the name, so a DNS answer that changes after the check is never used.
+    Caller-set ``Host`` and hop-by-hop headers are dropped.
+
+    Raises:
+        OutboundRefused: the URL or an address its host resolves to is refused.
+    """
+    target = await policy.resolve(str(request.url))
+    host_header = request.url.netloc.decode("ascii").rpartition("@")[2]
+    for name in list(request.headers):
+        if name.lower() in FORBIDDEN_HEADERS - {"content-length", "transfer-encoding"}:
+            del request.headers[name]
+    request.headers["Host"] = host_header
+    request.url = request.url.copy_with(host=target.address)
+    request.extensions = {**request.extensions, "sni_hostname": target.host}
+
+
 class GuardedTransport(httpx.AsyncBaseTransport):
     """An httpx transport that connects only where ``policy`` allows (see the module docs).
 
@@ -321,14 +353,7 @@ class GuardedTransport(httpx.AsyncBaseTransport):
         self._inner = inner or httpx.AsyncHTTPTransport(trust_env=False)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        target = await self.policy.resolve(str(request.url))
-        host_header = request.url.netloc.decode("ascii").rpartition("@")[2]
-        for name in list(request.headers):
-            if name.lower() in FORBIDDEN_HEADERS - {"content-length", "transfer-encoding"}:
-                del request.headers[name]
-        request.headers["Host"] = host_header
-        request.url = request.url.copy_with(host=target.address)
-        request.extensions = {**request.extensions, "sni_hostname": target.host}
+        await guard_request(self.policy, request)
         return await self._inner.handle_async_request(request)
 
     async def aclose(self) -> None:

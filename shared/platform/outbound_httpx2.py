@@ -1,18 +1,19 @@
 """``guarded_client`` for ``httpx2``: the outbound URL policy for MCP HTTP servers.
 
 The official ``mcp`` SDK's streamable-HTTP client takes an ``httpx2.AsyncClient``
-(a fork of ``httpx`` with the same transport interface), not an ``httpx`` one. This
-is the same guard as ``spindle.shared.platform.outbound.GuardedTransport``: every
-request resolves its host once, checks every address against the policy and
-connects to the checked address while TLS SNI and ``Host`` keep the name; no
-redirects, no proxies from the environment, no caller-set hop-by-hop headers.
+(a fork of ``httpx`` with the same transport interface), not an ``httpx`` one. Only
+the transport's base class differs: the guard itself is
+``spindle.shared.platform.outbound.guard_request``, the one ``GuardedTransport``
+uses (every request resolves its host once, checks every address and connects to
+the checked address while TLS SNI and ``Host`` keep the name); the client follows
+no redirects and ignores proxies from the environment.
 """
 
 from __future__ import annotations
 
 import httpx2
 
-from spindle.shared.platform.outbound import FORBIDDEN_HEADERS, OutboundPolicy
+from spindle.shared.platform.outbound import OutboundPolicy, guard_request
 
 
 class GuardedTransport2(httpx2.AsyncBaseTransport):
@@ -25,14 +26,7 @@ class GuardedTransport2(httpx2.AsyncBaseTransport):
         self._inner = inner or httpx2.AsyncHTTPTransport(trust_env=False)
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        target = await self.policy.resolve(str(request.url))
-        host_header = request.url.netloc.decode("ascii").rpartition("@")[2]
-        for name in list(request.headers):
-            if name.lower() in FORBIDDEN_HEADERS - {"content-length", "transfer-encoding"}:
-                del request.headers[name]
-        request.headers["Host"] = host_header
-        request.url = request.url.copy_with(host=target.address)
-        request.extensions = {**request.extensions, "sni_hostname": target.host}
+        await guard_request(self.policy, request)
         return await self._inner.handle_async_request(request)
 
     async def aclose(self) -> None:

@@ -403,6 +403,31 @@ class Settings(BaseSettings):
         description="Longest wait for an MCP server: connecting, listing tools or one tool call",
         validation_alias=_env("MCP_TIMEOUT_SECONDS"),
     )
+    mcp_per_destination: int = Field(
+        4,
+        ge=1,
+        le=1000,
+        description=(
+            "MCP calls one worker process has in flight at once to one streamable-HTTP "
+            "server (host and port); more wait for a slot within mcp_timeout_seconds"
+        ),
+        validation_alias=_env("MCP_PER_DESTINATION"),
+    )
+    mcp_breaker_failures: int = Field(
+        5,
+        ge=1,
+        description=(
+            "Consecutive failed connections to one MCP HTTP server (host and port) that "
+            "open its breaker: calls to it are refused at once for mcp_breaker_seconds"
+        ),
+        validation_alias=_env("MCP_BREAKER_FAILURES"),
+    )
+    mcp_breaker_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="How long an open breaker refuses calls to a failing MCP HTTP server",
+        validation_alias=_env("MCP_BREAKER_SECONDS"),
+    )
 
     push_timeout_seconds: float = Field(
         5.0,

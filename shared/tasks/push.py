@@ -23,8 +23,9 @@ for a batch of POSTs. It peeks at the due roots, picks them round-robin across
 tenants, starts each picked root's delivery as a task of its own (at most
 ``push_max_in_flight`` per process, ``push_per_destination`` per host and port)
 and goes on; a destination that failed ``push_breaker_failures`` times in a row
-is left alone for ``push_breaker_seconds``. So one tenant's slow or dead
-receivers only delay that tenant's own queues. Every POST goes through the
+is left alone for ``push_breaker_seconds`` (the per-destination count and the
+breaker are ``shared.platform.destinations``, shared with the MCP client). So one
+tenant's slow or dead receivers only delay that tenant's own queues. Every POST goes through the
 outbound policy (``spindle.shared.platform.outbound``).
 """
 
@@ -35,10 +36,9 @@ import contextlib
 import functools
 import logging
 import time
-from collections import defaultdict, deque
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import urlsplit
 
 import httpx
 import orjson
@@ -46,6 +46,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from spindle.shared.contracts.errors import OutboundRefused, ValidationFailed
 from spindle.shared.platform.background_loop import BackgroundLoop
+from spindle.shared.platform.destinations import (
+    DestinationGate,
+    GateLimits,
+    destination_of,
+)
 from spindle.shared.platform.outbound import (
     FORBIDDEN_HEADERS,
     OutboundPolicy,
@@ -231,16 +236,6 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def destination_of(url: str) -> str:
-    """The host and port a URL's POSTs go to (the unit of concurrency and of the breaker)."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        return url
-    return f"{(parts.hostname or '').rstrip('.')}:{port}"
-
-
 @dataclass(frozen=True)
 class DeliveryLimits:
     """How much push delivery one process does at once (see the module docstring)."""
@@ -261,36 +256,9 @@ class DeliveryLimits:
             breaker_seconds=settings.push_breaker_seconds,
         )
 
-
-class _Breaker:
-    """Consecutive failures per destination; open for a while after too many."""
-
-    def __init__(self, limits: DeliveryLimits) -> None:
-        self._limits = limits
-        self._failures: dict[str, int] = defaultdict(int)
-        self._open_until: dict[str, float] = {}
-
-    def open_until(self, destination: str) -> float | None:
-        until = self._open_until.get(destination)
-        if until is None or until <= time.monotonic():
-            return None
-        return until
-
-    def record(self, destination: str, ok: bool) -> None:
-        if ok:
-            self._failures.pop(destination, None)
-            self._open_until.pop(destination, None)
-            return
-        self._failures[destination] += 1
-        if self._failures[destination] >= self._limits.breaker_failures:
-            self._failures[destination] = 0
-            self._open_until[destination] = time.monotonic() + self._limits.breaker_seconds
-            logger.warning(
-                "push destination %s failed %d times in a row; holding its deliveries %.0f s",
-                destination,
-                self._limits.breaker_failures,
-                self._limits.breaker_seconds,
-            )
+    def gate_limits(self) -> GateLimits:
+        """The per-destination cap and breaker, as the shared gate takes them."""
+        return GateLimits(self.per_destination, self.breaker_failures, self.breaker_seconds)
 
 
 class PushOutbox:
@@ -304,9 +272,8 @@ class PushOutbox:
     def __init__(self, redis: RedisClient, limits: DeliveryLimits | None = None) -> None:
         self.redis = redis
         self.limits = limits or DeliveryLimits()
-        self._breaker = _Breaker(self.limits)
+        self.gate = DestinationGate(self.limits.gate_limits(), what="push")
         self._in_flight: dict[str, str] = {}  # root → destination
-        self._per_destination: dict[str, int] = defaultdict(int)
         self._tasks: set[asyncio.Task[int]] = set()
         self.freed = asyncio.Event()
 
@@ -383,7 +350,7 @@ class PushOutbox:
         for root in (_text(r) for r in claimed or []):
             destination = destinations[root]
             self._in_flight[root] = destination
-            self._per_destination[destination] += 1
+            self.gate.take(destination)
             task = asyncio.create_task(self._deliver_queue(client, root, destination))
             self._tasks.add(task)
             task.add_done_callback(functools.partial(self._finished, root=root))
@@ -403,7 +370,7 @@ class PushOutbox:
                     tenant, destination = config.tenant_id or "", destination_of(config.url)
                 except ValidationError:
                     pass  # _deliver_queue drops what it cannot read
-            until = self._breaker.open_until(destination) if destination else None
+            until = self.gate.open_until(destination) if destination else None
             if until is not None:
                 held[root] = until
                 continue
@@ -416,15 +383,17 @@ class PushOutbox:
                 xx=True,
             )
         picked: list[tuple[str, str]] = []
-        load = dict(self._per_destination)
+        starting: dict[str, int] = {}
         queues = deque(by_tenant.values())
         while queues and len(picked) < free:
             queue = queues.popleft()
             while queue:
                 root, destination = queue.popleft()
-                if destination and load.get(destination, 0) >= self.limits.per_destination:
+                if destination and not self.gate.has_room(
+                    destination, starting.get(destination, 0)
+                ):
                     continue
-                load[destination] = load.get(destination, 0) + 1
+                starting[destination] = starting.get(destination, 0) + 1
                 picked.append((root, destination))
                 break
             if queue:
@@ -433,10 +402,7 @@ class PushOutbox:
 
     def _finished(self, task: asyncio.Task[int], *, root: str) -> None:
         self._tasks.discard(task)
-        destination = self._in_flight.pop(root, "")
-        self._per_destination[destination] -= 1
-        if self._per_destination[destination] <= 0:
-            del self._per_destination[destination]
+        self.gate.give(self._in_flight.pop(root, ""))
         if not task.cancelled() and task.exception() is not None:
             logger.warning("push delivery of %s failed: %s", root, task.exception())
         self.freed.set()
@@ -462,7 +428,7 @@ class PushOutbox:
             config = PushConfig.model_validate_json(raw_config)
             job = PushJob.model_validate_json(raw)
             ok = await self._post(client, config, job)
-            self._breaker.record(destination, ok)
+            self.gate.record(destination, ok)
             if ok:
                 delivered += 1
                 more = await self.redis.eval(  # type: ignore[misc]

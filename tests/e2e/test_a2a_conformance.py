@@ -10,6 +10,8 @@ from typing import Any
 
 import httpx
 import pytest
+from a2a.types import AgentCard
+from google.protobuf.json_format import ParseDict, ParseError
 
 from tests.callback_receiver import callback_receiver
 from tests.e2e.conftest import Caller, SpindleStack
@@ -133,6 +135,18 @@ async def test_protocol_0_3_bad_params_are_invalid_params_naming_the_field(
     assert missing_id["error"]["code"] == -32602
     assert [e["field"] for e in missing_id["error"]["data"]["errors"]] == ["params.id"]
 
+    # 0.3 requires a kind on every part (the SDK took a part without one as text).
+    no_kind = {
+        "kind": "message",
+        "role": "user",
+        "messageId": "bad-2",
+        "parts": [{"kind": "text", "text": "fine"}, {"type": "unsupported_type", "text": "x"}],
+    }
+    kindless = await call(stack, callers["alice"], "message/send", {"message": no_kind}, v1=False)
+    assert kindless["error"]["code"] == -32602, kindless
+    fields = [e["field"] for e in kindless["error"]["data"]["errors"]]
+    assert fields == ["params.message.parts[1].kind"]
+
 
 async def test_protocol_0_3_push_config_delete_answers_with_a_null_result(
     stack: SpindleStack, callers: dict[str, Caller], examples: list[str], unique: str
@@ -180,6 +194,32 @@ async def test_agent_card_is_cacheable_and_revalidates_with_304(stack: SpindleSt
             assert changed.status_code == 200 and changed.json() == first.json()
 
 
+async def test_a_1_0_client_gets_the_pure_1_0_card_and_a_0_3_client_the_0_3_fields(
+    stack: SpindleStack,
+) -> None:
+    """A2A 1.0 §3.6: the card follows ``A2A-Version``; none means 0.3 (the TCK's
+    CARD-STRUCT-001 refuses 0.3 members in a 1.0 card, 0.3 clients need ``url``)."""
+    async with httpx.AsyncClient(base_url=stack.base_url, timeout=TIMEOUT) as http:
+        v1 = await http.get("/.well-known/agent-card.json", headers={"A2A-Version": "1.0"})
+        by_query = await http.get("/.well-known/agent-card.json?A2A-Version=1.0")
+        legacy = await http.get("/.well-known/agent-card.json")
+        v03 = await http.get("/.well-known/agent-card.json", headers={"A2A-Version": "0.3"})
+    assert v1.status_code == 200 and by_query.json() == v1.json()
+    assert "a2a-version" in v1.headers["vary"].lower()
+    # A strict proto JSON parse (no unknown member allowed) of the 1.0 card.
+    card = ParseDict(v1.json(), AgentCard())
+    assert {i.protocol_version for i in card.supported_interfaces} == {"1.0", "0.3"}
+    assert not {"url", "protocolVersion", "preferredTransport", "security"} & v1.json().keys()
+    assert set(v1.json()["securitySchemes"]["apiKey"]) == {"apiKeySecurityScheme"}
+    with pytest.raises(ParseError):
+        ParseDict(legacy.json(), AgentCard())
+    assert legacy.json() == v03.json()
+    assert legacy.json()["url"] == f"{stack.base_url}/"
+    assert legacy.json()["protocolVersion"] and legacy.json()["preferredTransport"] == "JSONRPC"
+    assert legacy.json()["securitySchemes"]["apiKey"]["in"] == "header"
+    assert v1.headers["etag"] != legacy.headers["etag"]
+
+
 async def test_task_metadata_keys_are_camel_case(
     stack: SpindleStack, callers: dict[str, Caller], examples: list[str], unique: str
 ) -> None:
@@ -220,3 +260,48 @@ async def test_an_unchanged_task_reads_the_same_twice(
     second = await call(stack, alice, "GetTask", {"id": task_id, "historyLength": 0}, v1=True)
     assert first["result"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     assert first["result"] == second["result"]
+
+
+async def test_a_send_takes_budget_deadline_and_conversation_from_metadata(
+    stack: SpindleStack, callers: dict[str, Caller], examples: list[str], unique: str
+) -> None:
+    """What POST /runs takes in its body, an A2A send takes in its metadata, checked
+    the same way: a bad value is -32602 naming the key, and no run starts."""
+    alice = callers["alice"]
+    options = {
+        "graph": "approval-flow",
+        "budget": {"max_tool_calls": 7, "on_exhausted": "fail"},
+        "deadlineSeconds": 600,
+        "conversationId": f"conv-{unique}",
+    }
+    message = v1_message("Q3 budget", unique, metadata=options)
+    sent = await call(stack, alice, "SendMessage", {"message": message}, v1=True)
+    task = sent["result"]["task"]
+    async with httpx.AsyncClient(
+        base_url=stack.base_url, headers=alice.headers, timeout=TIMEOUT
+    ) as http:
+        run = (await http.get(f"/runs/{task['id']}")).json()
+        conversation = (await http.get(f"/conversations/conv-{unique}/runs")).json()
+        assert conversation["history"] == [task["id"]], conversation
+        assert run["deadline_at"] is not None
+        assert run["budget"]["limits"]["max_tool_calls"] == 7, run["budget"]
+
+        before = (await http.get("/runs")).json()["total"]
+        bad = {
+            "deadlineSeconds": 0,
+            "budget": {"max_tool_calls": 1, "bogus": True},
+            "conversationId": "",
+        }
+        for key, value in bad.items():
+            wrong = v1_message("x", f"{unique}-{key}", metadata={key: value})
+            refused = await call(stack, alice, "SendMessage", {"message": wrong}, v1=True)
+            assert refused["error"]["code"] == -32602, refused
+            details = refused["error"]["data"]  # google.rpc details in 1.0
+            fields = [v["field"] for d in details for v in d.get("fieldViolations", [])]
+            assert fields and all(f.startswith(f"message.metadata.{key}") for f in fields)
+            legacy = {"kind": "message", "role": "user", "messageId": f"l-{unique}-{key}"}
+            legacy |= {"parts": [{"kind": "text", "text": "x"}], "metadata": {key: value}}
+            old = await call(stack, alice, "message/send", {"message": legacy}, v1=False)
+            assert old["error"]["code"] == -32602, old
+            assert old["error"]["data"]["errors"][0]["field"].startswith(f"message.metadata.{key}")
+        assert (await http.get("/runs")).json()["total"] == before, "no run started"

@@ -179,6 +179,20 @@ async def test_every_path_that_starts_runs_takes_the_run_start_limit(
     assert single["error"]["code"] == -32005
     a2a = (await busy.post("/", json={**a2a_stream_call("hi"), "method": "message/send"})).json()
     assert "error" in a2a and "rate_limit_run_starts" in a2a["error"]["message"], a2a
+    # A2A's own error, naming the limit: not an InternalError (-32603).
+    assert a2a["error"]["code"] == -32600, a2a
+    assert a2a["error"]["data"]["reason"] == "RATE_LIMITED"
+    assert int(a2a["error"]["data"]["retryAfter"]) >= 1
+    v1 = {"messageId": "v1-over", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+    over = await busy.post(
+        "/",
+        json={"jsonrpc": "2.0", "id": "v1", "method": "SendMessage", "params": {"message": v1}},
+        headers={"A2A-Version": "1.0"},
+    )
+    error = over.json()["error"]
+    assert error["code"] == -32600 and "rate_limit_run_starts" in error["message"], error
+    [info] = [d for d in error["data"] if d["@type"].endswith("ErrorInfo")]
+    assert info["metadata"]["reason"] == "RATE_LIMITED"
     assert (await busy.get("/runs")).json()["total"] == RUN_STARTS, "nothing else started"
     assert (await calm.post("/", json=execute_call("calm"))).json()["result"]["status"] == "started"
 

@@ -431,3 +431,28 @@ async def test_unknown_executors_and_bad_tool_arguments_use_the_seed_codes(
     )
     assert wrong_type["code"] == -32602, wrong_type
     assert "text" in str(wrong_type.get("data")), wrong_type
+
+
+async def test_execute_takes_budget_deadline_and_conversation_like_post_runs(
+    http: httpx.AsyncClient, stack: SpindleStack, unique: str
+) -> None:
+    task = {"name": "count", "schemas": {"method": "word_count"}, "inputs": {"text": "a b"}}
+    options = {
+        "budget": {"max_tool_calls": 5},
+        "deadline_seconds": 600,
+        "conversation_id": f"tasks-{unique}",
+    }
+    started = await rpc(http, "tasks.execute", {"tasks": [task], **options})
+    run = (await http.get(f"/runs/{started['workflow_id']}")).json()
+    conversation = (await http.get(f"/conversations/tasks-{unique}/runs")).json()
+    assert conversation["history"] == [started["workflow_id"]], conversation
+    assert run["deadline_at"] is not None and run["budget"]["limits"]["max_tool_calls"] == 5
+    assert (await settled(http, started["root_task_id"], stack))["status"] == "completed"
+
+    listed = (await http.get("/runs")).json()["total"]
+    bad = {"budget": {"max_tool_calls": -1}, "deadline_seconds": "soon", "conversation_id": ""}
+    for field, value in bad.items():
+        error = await rpc_error(http, "tasks.execute", {"tasks": [task], field: value})
+        assert error["code"] == -32602, error
+        assert error["data"]["field"].startswith(f"params.{field}"), error
+    assert (await http.get("/runs")).json()["total"] == listed, "no run started"

@@ -57,6 +57,11 @@ TENANT_SCOPED = {
     # AG-UI (tests/e2e/test_agui.py): threads are per tenant; another's is unknown (404).
     ("POST", "/agui/{graph}"),
     ("GET", "/inbox"),
+    # MCP (tests/e2e/test_mcp.py): tools are the caller's tenant's graphs; a session
+    # is its opener's only (test_an_mcp_session_is_its_openers_only below).
+    ("POST", "/mcp"),
+    ("GET", "/mcp"),
+    ("DELETE", "/mcp"),
 }
 PROBLEM = "application/problem+json"
 
@@ -342,8 +347,8 @@ async def test_a_stream_token_reaches_its_runs_stream_and_history_and_nothing_el
 async def test_mcp_needs_credentials_and_is_closed_to_stream_tokens(
     waiting_run: dict[str, Any], as_: Any
 ) -> None:
-    """``/mcp`` (not in the OpenAPI document) is behind the same doors; its tenant
-    scoping (tools = the caller's graphs) is checked in tests/e2e/test_mcp.py."""
+    """``/mcp`` is behind the same doors; its tenant scoping (tools = the caller's
+    graphs) is checked in tests/e2e/test_mcp.py."""
     alice, anonymous = as_("alice"), as_(None)
     listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     reply = await anonymous.post("/mcp", json=listing)
@@ -353,6 +358,44 @@ async def test_mcp_needs_credentials_and_is_closed_to_stream_tokens(
     bearer = {"Authorization": f"Bearer {minted.json()['access_token']}"}
     scoped = await anonymous.post("/mcp", json=listing, headers=bearer)
     assert scoped.status_code == 403 and scoped.headers["content-type"].startswith(PROBLEM)
+
+
+MCP_ACCEPT = {"Accept": "application/json, text/event-stream"}
+
+
+async def test_an_mcp_session_is_its_openers_only(as_: Any) -> None:
+    """Another tenant's caller, or another user of the same tenant, naming a session
+    gets exactly what an unknown session gets; the opener's session is untouched."""
+    alice, bob, mallory = as_("alice"), as_("bob"), as_("mallory")
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "tenancy", "version": "1"},
+        },
+    }
+    async with alice.stream("POST", "/mcp", json=initialize, headers=MCP_ACCEPT) as opened:
+        assert opened.status_code == 200
+        session = opened.headers["mcp-session-id"]
+        await opened.aread()
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+    for intruder in (mallory, bob):
+        for method in ("POST", "GET", "DELETE"):
+            body = listing if method == "POST" else None
+            theirs, unknown = [
+                await intruder.request(
+                    method, "/mcp", json=body, headers={**MCP_ACCEPT, "Mcp-Session-Id": sid}
+                )
+                for sid in (session, uuid.uuid4().hex)
+            ]
+            assert theirs.status_code == unknown.status_code == 404, method
+            assert theirs.json() == unknown.json()
+            assert theirs.json()["error"]["message"] == "Session not found"
+    ended = await alice.delete("/mcp", headers={**MCP_ACCEPT, "Mcp-Session-Id": session})
+    assert ended.status_code == 200
 
 
 async def test_a_jwt_of_the_tenant_reads_its_runs(

@@ -1,14 +1,25 @@
 """Spindle's A2A agent card, served publicly at the well-known paths.
 
-One card (A2A v1.0 fields, serialized by the a2a-sdk's ``agent_card_to_dict``,
-which also adds the v0.3 fields ``url``, ``protocolVersion``,
-``preferredTransport`` and ``additionalInterfaces`` that older clients read)
-at ``/.well-known/agent-card.json`` (the A2A specification's path),
-``/.well-known/agent-card`` (seed 003's) and ``/.well-known/agent.json`` (A2A
-up to 0.2). Both JSON-RPC interfaces point at the gateway's ``POST /``
+One card at ``/.well-known/agent-card.json`` (the A2A specification's path),
+``/.well-known/agent-card`` (seed 003's) and ``/.well-known/agent.json`` (A2A up
+to 0.2). Both JSON-RPC interfaces point at the gateway's ``POST /``
 (``spindle.gateway.api.deps.base_url``: ``public_url`` when set, else the address the
 client used), one for protocol 1.0 and one for 0.3. Push notifications are
 offered (``capabilities.pushNotifications``: ``spindle.gateway.protocols.a2a.push_watch``).
+
+Two shapes, chosen by the request's ``A2A-Version`` (header, or query parameter,
+A2A 1.0 §3.6):
+
+- ``1.0`` (or later): the card exactly as A2A 1.0 defines it (proto JSON of
+  ``AgentCard``), nothing else: strict 1.0 validators refuse unknown members.
+- ``0.3`` or none (§3.6.2: "Agents MUST interpret empty value as 0.3"): the same
+  card plus the 0.3 members (``url``, ``protocolVersion``, ``preferredTransport``,
+  ``additionalInterfaces``, ``security``, 0.3-style ``securitySchemes``), as the
+  a2a-sdk's ``agent_card_to_dict`` writes it. A 0.3 client needs ``url``; a 1.0
+  client (the a2a-sdk's ``parse_agent_card``) reads ``supportedInterfaces`` and
+  ignores the rest.
+
+The response varies on ``A2A-Version`` (``Vary``), each shape with its own ETag.
 """
 
 from __future__ import annotations
@@ -38,8 +49,9 @@ from a2a.utils.constants import (
     PROTOCOL_VERSION_1_0,
     TransportProtocol,
 )
-from fastapi import APIRouter, Header
+from fastapi import APIRouter, Header, Query
 from fastapi.responses import JSONResponse, Response
+from google.protobuf.json_format import MessageToDict
 
 from spindle.gateway.api.deps import BaseUrlDep
 
@@ -131,8 +143,18 @@ def build_card(base_url: str) -> AgentCard:
     )
 
 
-def card_json(base_url: str) -> dict[str, Any]:
-    return agent_card_to_dict(build_card(base_url))
+def wants_v1(version: str | None) -> bool:
+    """Whether an ``A2A-Version`` value asks for 1.0 or later (empty means 0.3)."""
+    major, _, _ = (version or "").strip().partition(".")
+    return major.isdigit() and int(major) >= 1
+
+
+def card_json(base_url: str, version: str | None = None) -> dict[str, Any]:
+    """The card as a client of protocol ``version`` reads it (see the module docs)."""
+    card = build_card(base_url)
+    if wants_v1(version):
+        return dict(MessageToDict(card))
+    return agent_card_to_dict(card)
 
 
 # A2A §8.6 asks card servers for HTTP caching: the card changes only with a
@@ -155,13 +177,29 @@ def _matches(if_none_match: str | None, etag: str) -> bool:
 
 
 async def get_agent_card(
-    base_url: BaseUrlDep, if_none_match: Annotated[str | None, Header()] = None
+    base_url: BaseUrlDep,
+    if_none_match: Annotated[str | None, Header()] = None,
+    a2a_version_header: Annotated[
+        str | None,
+        Header(
+            alias="A2A-Version",
+            description="1.0: the pure A2A 1.0 card; none or 0.3: with 0.3 fields",
+        ),
+    ] = None,
+    a2a_version_query: Annotated[
+        str | None, Query(alias="A2A-Version", description="the header's value, as a parameter")
+    ] = None,
 ) -> Response:
     """Spindle's A2A agent card (public, no credentials needed); 304 when the
-    client's ``If-None-Match`` holds the current ETag."""
-    body = orjson.dumps(card_json(base_url))
+    client's ``If-None-Match`` holds the current ETag of the shape it asks for."""
+    body = orjson.dumps(card_json(base_url, a2a_version_header or a2a_version_query))
     etag = _etag(body)
-    headers = {"ETag": etag, "Cache-Control": CACHE_CONTROL, "Last-Modified": LAST_MODIFIED}
+    headers = {
+        "ETag": etag,
+        "Cache-Control": CACHE_CONTROL,
+        "Last-Modified": LAST_MODIFIED,
+        "Vary": "A2A-Version",
+    }
     if _matches(if_none_match, etag):
         return Response(status_code=304, headers=headers)
     return Response(body, media_type="application/json", headers=headers)

@@ -10,6 +10,7 @@ Temporal and the archive once the workflow closed.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
 
 from a2a.server.events import Event
 from a2a.types import (
@@ -24,9 +25,12 @@ from a2a.utils.errors import (
     ContentTypeNotSupportedError,
     InternalError,
     InvalidParamsError,
+    InvalidRequestError,
     TaskNotFoundError,
     UnsupportedOperationError,
 )
+from google.protobuf.json_format import MessageToDict
+from pydantic import ValidationError
 
 from spindle.gateway.api.models import StartRunRequest
 from spindle.gateway.api.routes.signals import deliver_signal
@@ -52,7 +56,13 @@ from spindle.gateway.protocols.a2a.task_mapping import (
 )
 from spindle.gateway.runs.access import RunAction
 from spindle.gateway.runs.starter import admit_run_start, resolve_graph, start_run
-from spindle.shared.contracts.errors import Conflict, NotFound, SpindleError, ValidationFailed
+from spindle.shared.contracts.errors import (
+    Conflict,
+    NotFound,
+    RateLimited,
+    SpindleError,
+    ValidationFailed,
+)
 from spindle.shared.contracts.messages import CompactMessage
 from spindle.shared.contracts.runs import USER_INPUT_UPDATE, RunStatus
 
@@ -119,7 +129,11 @@ async def _start(
     try:
         permit = await admit_run_start(state.limits, identity.tenant_id)
         spec = await resolve_graph(StartRunRequest(graph=graph), state.archive, identity.tenant_id)
-        body = StartRunRequest(graph=graph, input=run_input(message, spec.input_schema))
+        body = StartRunRequest(
+            graph=graph,
+            input=run_input(message, spec.input_schema),
+            **run_options(message, params),
+        )
         started, _ = await start_run(
             body,
             permit=permit,
@@ -139,9 +153,62 @@ async def _start(
         ) from exc
     except ValidationFailed as exc:
         raise InvalidParamsError(message=exc.detail, data={"errors": exc.errors}) from exc
+    except RateLimited as exc:
+        raise rate_limited(exc) from exc
     except SpindleError as exc:
         raise InternalError(message=exc.detail) from exc
     return started.workflow_id, graph
+
+
+# Metadata keys of a message (or of the send) that set what POST /runs's body
+# fields set: A2A's camelCase, or the REST field's name.
+RUN_OPTIONS = {
+    "budget": "budget",
+    "deadlineSeconds": "deadline_seconds",
+    "deadline_seconds": "deadline_seconds",
+    "conversationId": "conversation_id",
+    "conversation_id": "conversation_id",
+}
+
+
+def run_options(message: Message, params: SendMessageRequest) -> dict[str, Any]:
+    """``budget``, ``deadline_seconds`` and ``conversation_id`` from the metadata,
+    checked as ``POST /runs`` checks them (the message's metadata wins).
+
+    Raises:
+        InvalidParamsError: a value ``POST /runs`` would refuse, naming the key.
+    """
+    found: dict[str, tuple[str, Any]] = {}
+    for metadata, where in ((params.metadata, "metadata"), (message.metadata, "message.metadata")):
+        values = MessageToDict(metadata) if metadata is not None else {}
+        for key, field in RUN_OPTIONS.items():
+            if key in values:
+                found[field] = (f"{where}.{key}", values[key])
+    if not found:
+        return {}
+    options = {field: value for field, (_, value) in found.items()}
+    try:
+        StartRunRequest.model_validate({"graph": "g", **options})
+    except ValidationError as exc:
+        errors = []
+        for error in exc.errors(include_url=False, include_input=False):
+            loc = error["loc"] or ("metadata",)
+            path = found[str(loc[0])][0] if str(loc[0]) in found else "metadata"
+            rest = "".join(f".{p}" for p in loc[1:])
+            errors.append({"field": path + rest, "message": error["msg"]})
+        summary = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
+        raise InvalidParamsError(message=summary, data={"errors": errors}) from exc
+    return options
+
+
+def rate_limited(exc: RateLimited) -> InvalidRequestError:
+    """A tenant limit as A2A's error: -32600 with ``data.reason`` RATE_LIMITED, the
+    message naming the limit and setting, as a stream over its limit gets."""
+    # A string: in 1.0 the data becomes google.rpc.ErrorInfo metadata (string values).
+    retry_after = str(exc.retry_after or 1)
+    return InvalidRequestError(
+        message=exc.detail, data={"reason": "RATE_LIMITED", "retryAfter": retry_after}
+    )
 
 
 def _graph_of(message: Message, params: SendMessageRequest) -> str:
@@ -177,6 +244,8 @@ async def _answer(call: SpindleCall, message: Message) -> AsyncGenerator[Event, 
             ) from exc
         except ValidationFailed as exc:
             raise InvalidParamsError(message=exc.detail, data={"errors": exc.errors}) from exc
+        except RateLimited as exc:
+            raise rate_limited(exc) from exc
         except SpindleError as exc:
             raise InternalError(message=exc.detail) from exc
         task = Task(id=task_id, context_id=task_id)

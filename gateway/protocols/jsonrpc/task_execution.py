@@ -17,6 +17,10 @@ one, ending with the root's ``task_completed`` / ``task_failed`` /
 update of the tree POSTed to its URL by the workers' push delivery loop
 (``spindle.shared.tasks.push``).
 
+``budget``, ``deadline_seconds`` and ``conversation_id`` in params set what
+the same fields of ``POST /runs`` set, checked the same way (-32602 naming
+``params.<field>``) before the tree is claimed.
+
 ``tasks.cancel`` of any task of an executing tree cancels the whole run (its
 workflow is cancelled; every active task of the tree becomes ``cancelled`` at
 once, the root last); a task that never ran is cancelled alone.
@@ -28,6 +32,7 @@ import contextlib
 import uuid
 from typing import Any
 
+from pydantic import ValidationError
 from starlette.responses import StreamingResponse
 from temporalio.service import RPCError
 
@@ -42,7 +47,11 @@ from spindle.gateway.protocols.jsonrpc.registry import (
     tasks_method,
 )
 from spindle.gateway.protocols.jsonrpc.task_event_stream import task_event_frames
-from spindle.gateway.protocols.jsonrpc.task_params import invalid, require_uuid
+from spindle.gateway.protocols.jsonrpc.task_params import (
+    invalid,
+    require_uuid,
+    validation_failed,
+)
 from spindle.gateway.protocols.jsonrpc.task_rules import require_control
 from spindle.gateway.runs.starter import admit_run_start, start_run
 from spindle.gateway.runs.temporal import new_workflow_id
@@ -121,6 +130,24 @@ def _check_runnable(tasks: list[Task]) -> None:
             )
 
 
+RUN_OPTIONS = ("budget", "deadline_seconds", "conversation_id")
+
+
+def run_options(params: dict[str, Any]) -> dict[str, Any]:
+    """The ``POST /runs`` options a ``tasks.execute`` carries in its params.
+
+    Raises:
+        ValidationFailed: a value ``POST /runs`` refuses (-32602 naming ``params.<field>``).
+    """
+    options = {key: params[key] for key in RUN_OPTIONS if params.get(key) is not None}
+    if options:
+        try:
+            StartRunRequest.model_validate({"graph": "g", **options})
+        except ValidationError as exc:
+            raise validation_failed(exc, "params") from exc
+    return options
+
+
 @tasks_method("tasks.execute")
 async def execute(params: dict[str, Any], ctx: RpcContext) -> Any:
     """Validate a task tree and run it as one graph run (see the module docstring)."""
@@ -128,6 +155,7 @@ async def execute(params: dict[str, Any], ctx: RpcContext) -> Any:
     streaming = wants_stream(params, ctx.envelope) and not ctx.in_batch
     # Refused here, before anything is claimed, when the URL is not allowed.
     push = await checked_push_config(ctx.envelope, params, outbound_policy(ctx.state.settings))
+    options = run_options(params)
     root_id, tasks = await _tasks_to_run(store, params, ctx)
     tenant = ctx.identity.tenant_id
     root = next(t for t in tasks if t.id == root_id)
@@ -137,7 +165,9 @@ async def execute(params: dict[str, Any], ctx: RpcContext) -> Any:
     # Both limits are taken before the tree is claimed: a refusal leaves it untouched.
     lease = await ctx.state.limits.open_stream(tenant) if streaming else None
     try:
-        return await _execute(ctx, store, tasks, root_id, graph=graph, push=push, lease=lease)
+        return await _execute(
+            ctx, store, tasks, root_id, graph=graph, push=push, lease=lease, options=options
+        )
     except BaseException:
         if lease is not None:
             await lease.release()
@@ -153,6 +183,7 @@ async def _execute(
     graph: TaskGraph,
     push: PushConfig | None,
     lease: StreamLease | None,
+    options: dict[str, Any],
 ) -> Any:
     tenant = ctx.identity.tenant_id
     permit = await admit_run_start(ctx.state.limits, tenant)
@@ -172,6 +203,7 @@ async def _execute(
         graph_spec=graph.spec.model_dump(mode="json", by_alias=True, exclude_none=True),
         input={"root_task_id": root_id},
         meta={TASK_RUN_META: graph.meta.model_dump(mode="json")},
+        **options,
     )
     try:
         started, _ = await start_run(

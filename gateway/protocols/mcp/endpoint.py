@@ -6,6 +6,9 @@ is refused, as on every route outside ``STREAM_TOKEN_ROUTES``. The caller is put
 in the ASGI scope for the tool handlers (``tools.McpCaller``). A ``GET`` opens the
 session's standalone SSE stream and holds one of the tenant's stream slots while
 it is open; a ``tools/call`` holds one while it follows its run (``tools._follow``).
+A session is bound to the caller who opened it (the SDK's own check, fed with
+``principal``): anyone else naming it is answered as for an unknown session. A POST that is not
+``application/json`` gets 415 problem+json, like every JSON route.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
 from starlette.responses import Response
@@ -21,9 +26,11 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from spindle.gateway.api.deps import base_url
-from spindle.gateway.http.problems import spindle_problem
+from spindle.gateway.http.problems import UnsupportedMediaType, spindle_problem
+from spindle.gateway.protocols.mcp.openapi import document_mcp
 from spindle.gateway.protocols.mcp.tools import SCOPE_KEY, McpCaller, build_server
 from spindle.shared.contracts.errors import Forbidden, SpindleError
+from spindle.shared.contracts.identity import Identity
 
 PATH = "/mcp"
 
@@ -51,6 +58,13 @@ class McpEndpoint:
             identity = await state.authenticator.authenticate(request)
             if identity.run_scope is not None:
                 raise Forbidden("a stream token may only read its own run's stream and history")
+            if request.method == "POST" and not _json(request.headers.get("content-type")):
+                # The SDK answers a bare 400 text; every other route says 415.
+                raise UnsupportedMediaType("an MCP message is sent as application/json")
+            # The SDK binds a session (and a 2026-07-28 requestState) to the
+            # principal of scope["user"]: another caller naming it gets "Session
+            # not found", exactly as for an unknown session.
+            scope["user"] = principal(identity)
             scope[SCOPE_KEY] = McpCaller(identity, state, base_url(request))
             answer: Response = _Sessions(state.mcp_sessions)
             if request.method == "GET":
@@ -60,6 +74,17 @@ class McpEndpoint:
             await spindle_problem(exc, instance=PATH)(scope, receive, send)
             return
         await answer(scope, receive, send)
+
+
+def principal(identity: Identity) -> AuthenticatedUser:
+    """The MCP SDK's user for ``identity``: tenant as client, user as subject (no token)."""
+    return AuthenticatedUser(
+        AccessToken(token="", client_id=identity.tenant_id, subject=identity.user_id, scopes=[])
+    )
+
+
+def _json(content_type: str | None) -> bool:
+    return (content_type or "").split(";", 1)[0].strip().lower() == "application/json"
 
 
 @asynccontextmanager
@@ -72,5 +97,6 @@ async def mcp_sessions(app: FastAPI) -> AsyncIterator[None]:
 
 
 def install_mcp(app: FastAPI) -> None:
-    """Serve MCP at ``/mcp`` (not in the OpenAPI document: it is a JSON-RPC transport)."""
+    """Serve MCP at ``/mcp``, described in the OpenAPI document (``openapi.path_item``)."""
     app.router.routes.append(Route(PATH, endpoint=McpEndpoint(), methods=["GET", "POST", "DELETE"]))
+    document_mcp(app)
