@@ -363,6 +363,7 @@ class SupervisedChild:
                     },
                     key=f"reject.{message.message_id}",
                     retry=policies.NOTICE_RETRY,
+                    as_child=True,
                 )
         finally:
             self._delivered += 1
@@ -608,11 +609,15 @@ class SupervisedChild:
         *,
         key: str,
         retry: RetryPolicy,
+        as_child: bool = False,
     ) -> None:
+        run = self.parent
+        if as_child:  # with its ``w``: what the child would have said itself
+            run = run.model_copy(update={"workstream_id": self.launch_id})
         try:
             await workflow.execute_activity(
                 POST_MESSAGE,
-                RunNotice(run=self.parent, type=int(kind), text=text, details=details),
+                RunNotice(run=run, type=int(kind), text=text, details=details),
                 activity_id=f"ws.{self.launch_id}.{key}",
                 start_to_close_timeout=policies.LIFECYCLE_START_TO_CLOSE,
                 retry_policy=retry,
