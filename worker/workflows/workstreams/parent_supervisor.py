@@ -122,6 +122,9 @@ class WorkstreamSupervisor:
         self._deadline_at = deadline_at
         self._children: dict[str, SupervisedChild] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        # Held until done (a task nothing references may be collected), then let go:
+        # one per message, which a long conversation sends without end.
+        self._deliveries: set[asyncio.Task[None]] = set()
         self._counts = {"ws": 0, "s": 0, "m": 0}
         self._closing = False
 
@@ -376,7 +379,9 @@ class WorkstreamSupervisor:
             # cost the caller a second workflow task of this run (issue 17). The
             # validator has checked the child runs; if it ends before the signal
             # lands, the message is refused on the stream (``hand_over``).
-            self._tasks.append(asyncio.create_task(child.hand_over(message)))
+            delivery = asyncio.create_task(child.hand_over(message))
+            self._deliveries.add(delivery)
+            delivery.add_done_callback(self._deliveries.discard)
             return WorkstreamMessageAck(launch_id=child.launch_id, message_id=message_id)
         await self._deliver(child, CHILD_MESSAGE_SIGNAL, message)
         return WorkstreamMessageAck(launch_id=child.launch_id, message_id=message_id)
