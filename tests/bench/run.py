@@ -7,6 +7,7 @@
         [--items-concurrency 16]
         [--nodes 50] [--messages 300] [--repeat 3] [--load-runs 200] [--load-concurrency N]
         [--ws-launches 20] [--ws-levels 5,10,20,30,40,50,75,100]
+        [--ws-slow-levels 100,150,200]
 
 Starts its own tuned Temporal dev server, Redis and Mongo wire server on free
 loopback ports, then prints (each section, or those chosen with ``--only``):
@@ -18,7 +19,8 @@ loopback ports, then prints (each section, or those chosen with ``--only``):
   worker and a gateway process (see ``tests.bench.load``), bounded in time;
 - ``workstreams``: launch → first child message on the parent's stream, and how
   many interactive workstreams one worker holds with a message each per second
-  (see ``tests.bench.workstreams``), bounded in time.
+  and each per 10 s, against the goals (see ``tests.bench.workstreams``),
+  bounded in time.
 - ``jsonrpc``: ``tasks.create``/``tasks.get`` requests per second against a bare
   gateway round trip, and ``tasks.execute`` of a 20-task tree against one graph
   run of the same 20 nodes (see ``tests.bench.jsonrpc``).
@@ -328,7 +330,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             results["load"] = await bench_load(stack, client, settings.redis_url, options)
         if "workstreams" in chosen:
             levels = tuple(int(n) for n in args.ws_levels.split(","))
-            ws_options = WorkstreamBenchOptions(launches=args.ws_launches, levels=levels)
+            slow = tuple(int(n) for n in args.ws_slow_levels.split(",") if n)
+            ws_options = WorkstreamBenchOptions(
+                launches=args.ws_launches, levels=levels, slow_levels=slow
+            )
             results["workstreams"] = await bench_workstreams(stack, client, ws_options)
         if "jsonrpc" in chosen:
             results["jsonrpc"] = await bench_jsonrpc(stack, client)
@@ -413,6 +418,11 @@ def main() -> None:
         "--ws-levels",
         default="5,10,20,30,40,50,75,100",
         help="concurrent workstreams tried, in order, until one does not hold",
+    )
+    parser.add_argument(
+        "--ws-slow-levels",
+        default="100,150,200",
+        help="the same at one message per 10 s each (30 s window per level)",
     )
     parser.add_argument(
         "--scale-runs", type=int, default=100, help="runs of each pass of the scale section"

@@ -397,6 +397,64 @@ async def test_messages_sent_mid_turn_queue_and_are_acknowledged_in_order(
     assert (await handle.result()).state == WorkstreamState.CANCELED
 
 
+async def progress_of(parent: WorkflowHandle[Any, Any]) -> list[Progress]:
+    recorded: list[Progress] = await parent.query(PROGRESS_QUERY, result_type=list[Progress])
+    return recorded
+
+
+async def test_a_reply_costs_the_parent_one_progress_signal_unless_it_runs_long(
+    harness: Harness,
+) -> None:
+    parent = await harness.start_parent()
+    child_id = child_workflow_id(parent.id, "ws-1")
+    handle = await harness.start_child(parent.id, task="Be my glossary.", interactive=True)
+    await harness.wait_state(handle, "waiting after the task", lambda s: s.waiting_for_message)
+    before = len(await progress_of(parent))
+
+    # A quick reply: its "planning" is superseded by "blocked" before it is sent.
+    await handle.signal(CHILD_MESSAGE_SIGNAL, ChildMessage(message_id="m-1", text="Define p99."))
+    await harness.wait_state(
+        handle, "answer 1", lambda s: s.last_answer == "answer to: Define p99."
+    )
+    quick = await eventually(
+        lambda: _progress_after(parent, before, 1), what="the parent hears of answer 1"
+    )
+    assert [(p.phase, p.iteration) for p in quick] == [(WorkstreamPhase.BLOCKED, 2)]
+
+    # A long one: the parent learns it is planning while the turn runs.
+    released = harness.llm.hold(child_id, 3)
+    await handle.signal(CHILD_MESSAGE_SIGNAL, ChildMessage(message_id="m-2", text="Define p50."))
+    planning = await eventually(
+        lambda: _progress_after(parent, before + 1, 1), what="planning reaches the parent"
+    )
+    assert [(p.phase, p.iteration) for p in planning] == [(WorkstreamPhase.PLANNING, 3)]
+    released.set()
+    done = await eventually(
+        lambda: _progress_after(parent, before + 2, 1), what="the parent hears of answer 2"
+    )
+    assert [(p.phase, p.message) for p in done] == [
+        (WorkstreamPhase.BLOCKED, "answer to: Define p50.")
+    ]
+
+    # Acks and notices are local activities: no activity task of their own.
+    history = await handle.fetch_history()
+    scheduled = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+    assert scheduled == ["llm_turn"] * 3
+    await handle.signal(CHILD_STOP_SIGNAL, ChildStop(reason="terminate"))
+    assert (await handle.result()).state == WorkstreamState.CANCELED
+
+
+async def _progress_after(
+    parent: WorkflowHandle[Any, Any], start: int, count: int
+) -> list[Progress] | None:
+    recorded = (await progress_of(parent))[start:]
+    return recorded if len(recorded) >= count else None
+
+
 async def test_interactive_continue_as_new_keeps_its_state(harness: Harness) -> None:
     parent = await harness.start_parent()
     child_id = child_workflow_id(parent.id, "ws-1")

@@ -4,6 +4,7 @@ scripted child (``tests.workflow.workstream_parents``)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Awaitable
 from datetime import UTC, datetime
@@ -13,8 +14,12 @@ import pytest
 from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
+    WorkflowUpdateFailedError,
 )
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import WorkflowEnvironment
 
+from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.errors import Conflict
 from spindle.shared.contracts.runs import (
     GRAPH_RUN_WORKFLOW,
@@ -47,12 +52,14 @@ from spindle.shared.contracts.workstreams import (
     WorkstreamState,
     child_workflow_id,
 )
+from spindle.shared.store.archive import RunArchive
 from tests.workflow.runs import M, cancel_run, eventually, types_of
 from tests.workflow.stub_workstream import PARTIAL
 from tests.workflow.workstream_parents import (
     HOLD,
     Parents,
     graph,
+    parents_with_stub_children,
     refused,
     seconds_after,
     workstream_node,
@@ -335,3 +342,50 @@ async def test_cancelling_the_parent_stops_then_cancels_every_child(parents: Par
     kinds = types_of(await parents.runner.messages(handle.id))
     assert kinds[-1] is M.TERMINATED
     assert kinds.count(M.SYSTEM) == 3
+
+
+async def test_a_message_taken_for_a_child_that_has_just_ended_is_not_lost(
+    time_skipping_env: WorkflowEnvironment, run_bus: MessageBus, run_archive: RunArchive
+) -> None:
+    """The child ends while no worker runs the parent; a message sent then reaches a
+    parent that has not yet seen that end. It is refused (409) or, taken, rejected on
+    the stream as the child's, never dropped."""
+    env, queue = time_skipping_env, f"wsp-{uuid.uuid4().hex[:10]}"
+    # No sticky cache: the next worker gets the run's tasks from the queue at once.
+    async with parents_with_stub_children(
+        env, run_bus, run_archive, queue, max_cached_workflows=0
+    ) as ps:
+        handle = await ps.runner.start(HOLD)
+        await ps.runner.wait_for_prompt(handle, "hold")
+        await ps.launch(handle, LaunchRequest(task="expert panel", interactive=True))
+    await env.client.get_workflow_handle(child_workflow_id(handle.id, "ws-1")).terminate()
+    request = MessageWorkstream(launch_id="ws-1", message=WorkstreamMessageRequest(message="hi"))
+    sent = asyncio.create_task(
+        handle.execute_update(MESSAGE_WORKSTREAM_UPDATE, request, result_type=WorkstreamMessageAck)
+    )
+    async with parents_with_stub_children(
+        env, run_bus, run_archive, queue, max_cached_workflows=0
+    ) as ps:
+        try:
+            ack = await sent
+        except WorkflowUpdateFailedError as exc:
+            assert isinstance(exc.cause, ApplicationError)
+            assert exc.cause.type == WORKSTREAM_FINISHED
+        else:
+            assert ack.message_id == "m-1"
+
+            async def rejected() -> list[dict[str, Any]] | None:
+                found = [
+                    m
+                    for m in await ps.runner.messages(handle.id)
+                    if (m.get("d") or {}).get("message_id") == "m-1"
+                ]
+                return found or None
+
+            [refusal] = await eventually(rejected, what="m-1 rejected on the stream")
+            assert refusal["w"] == "ws-1" and refusal["t"] == M.SYSTEM
+            assert refusal["d"]["status"] == "rejected"
+            assert refusal["m"] == "message m-1 rejected: the workstream has ended"
+        # Ended here: a run left open (no worker polls its queue later) would hold
+        # up this server's time for the tests after it.
+        await handle.terminate()

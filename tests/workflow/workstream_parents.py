@@ -139,10 +139,15 @@ class Parents:
 
 @asynccontextmanager
 async def parents_with_stub_children(
-    env: WorkflowEnvironment, bus: MessageBus, archive: RunArchive
+    env: WorkflowEnvironment,
+    bus: MessageBus,
+    archive: RunArchive,
+    task_queue: str | None = None,
+    **worker_options: Any,
 ) -> AsyncIterator[Parents]:
-    """A worker running ``GraphRun`` with the stub child, on a task queue of its own."""
-    task_queue = f"wsp-{uuid.uuid4().hex[:10]}"
+    """A worker running ``GraphRun`` with the stub child, on a task queue of its own
+    (``task_queue``: to stand a worker up again on the queue of an earlier one)."""
+    task_queue = task_queue or f"wsp-{uuid.uuid4().hex[:10]}"
     posts = PostRecorder(LifecycleActivities(bus, archive))
     activities = [
         fn
@@ -155,6 +160,7 @@ async def parents_with_stub_children(
         workflows=[GraphRun, StubWorkstream],
         activities=[*activities, *artifact_activities(archive), posts.post_message],
         workflow_runner=workflow_runner(),
+        **worker_options,
     )
     async with worker:
         runner = GraphRunner(env.client, task_queue, bus, archive)

@@ -4,9 +4,18 @@ Each step start (and each phase change) queues one ``Progress``; a background
 task sends them one signal at a time, so a step never waits for the parent. A
 parent that has ended (or never existed) fails the signal: that is logged once
 and later progress is dropped.
+
+A progress queued with ``settle`` is held that long first and dropped if newer
+progress comes meanwhile (each is a whole snapshot: phase, iteration, cumulative
+usage). An interactive child's reply to a message is usually over well within
+it, so its "planning" and "blocked again" cost the parent one signal, not two:
+each signal is a workflow task of the parent and one of the child (issue 17).
 """
 
 from __future__ import annotations
+
+import contextlib
+from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import FailureError
@@ -20,25 +29,32 @@ class ProgressSender:
 
     def __init__(self, parent_workflow_id: str) -> None:
         self.parent_workflow_id = parent_workflow_id
-        self._queue: list[Progress] = []
+        self._queue: list[tuple[Progress, timedelta | None]] = []
         self._sending = False
         self.parent_gone = False
 
-    def send(self, progress: Progress) -> None:
-        """Queue ``progress`` (returns at once)."""
+    def send(self, progress: Progress, *, settle: timedelta | None = None) -> None:
+        """Queue ``progress`` (returns at once); with ``settle``, send it only if
+        nothing newer is queued within that time."""
         if not self.parent_gone:
-            self._queue.append(progress)
+            self._queue.append((progress, settle))
 
     async def run(self) -> None:
         """Send queued progress forever (cancel the task to end it)."""
         parent = workflow.get_external_workflow_handle(self.parent_workflow_id)
         while True:
             await workflow.wait_condition(lambda: bool(self._queue))
-            progress = self._queue.pop(0)
+            progress, settle = self._queue.pop(0)
             if self.parent_gone:
                 continue
             self._sending = True
             try:
+                if settle is not None and not self._queue:
+                    # A durable timer, cancelled (no workflow task) when newer comes first.
+                    with contextlib.suppress(TimeoutError):
+                        await workflow.wait_condition(lambda: bool(self._queue), timeout=settle)
+                if settle is not None and self._queue:
+                    continue  # superseded
                 await parent.signal(WORKSTREAM_PROGRESS_SIGNAL, progress)
             except FailureError as exc:
                 self.parent_gone = True

@@ -38,6 +38,7 @@ suggests it or after ``continue_as_new_after`` iterations in this generation.
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, FailureError, is_cancelled_exception
@@ -91,6 +92,14 @@ SUMMARY_CHARS = 1000
 PROGRESS_MESSAGE_CHARS = 200
 # Follow-up messages are acknowledged on the stream (docs/workstreams.md).
 MESSAGE_ACK_PATCH = "workstream-message-acks"
+# The child's own notices (acks, warnings) are posted by a local activity: one
+# Redis post does not need an activity task and a workflow task of its own, and
+# an ack sits on every follow-up message's path to its answer (issue 17).
+LOCAL_POSTS_PATCH = "workstream-local-posts"
+# The "planning" progress of a reply to a message waits PLANNING_SETTLE for the
+# reply to end (see child_progress): one progress signal per message, not two.
+PROGRESS_SETTLE_PATCH = "workstream-progress-settle"
+PLANNING_SETTLE = timedelta(seconds=1)
 
 
 def _trim(text: str | None, limit: int) -> str | None:
@@ -133,6 +142,7 @@ class Workstream:
             self._budget_notice,
         )
         self._budget_hit: BudgetLimit | None = None
+        self._settle: timedelta | None = None  # of the next progress (see _exchange)
 
     # -- signals and query -------------------------------------------------------
 
@@ -237,6 +247,8 @@ class Workstream:
         self._exchanges += 1
         self._best = None
         self._waiting = False
+        if text is not None and workflow.patched(PROGRESS_SETTLE_PATCH):
+            self._settle = PLANNING_SETTLE
         execution = child_execution(
             self._input,
             self._run_ref(),
@@ -507,6 +519,17 @@ class Workstream:
 
     async def _post(self, notice: RunNotice, activity_id: str) -> None:
         try:
+            if workflow.patched(LOCAL_POSTS_PATCH):
+                # Same dedup keys as the remote form (run, activity id, index): a
+                # local attempt repeated after a lost workflow task posts nothing twice.
+                await workflow.execute_local_activity(
+                    POST_MESSAGE,
+                    notice,
+                    activity_id=activity_id,
+                    start_to_close_timeout=policies.LOCAL_ACTIVITY_START_TO_CLOSE,
+                    retry_policy=policies.NOTICE_RETRY,
+                )
+                return
             await workflow.execute_activity(
                 POST_MESSAGE,
                 notice,
@@ -524,6 +547,7 @@ class Workstream:
     def _enter(self, phase: WorkstreamPhase, tool: str | None = None) -> None:
         """Record the phase and queue a progress signal for the parent."""
         self._phase, self._tool = phase, tool
+        settle, self._settle = self._settle, None
         self._progress.send(
             Progress(
                 launch_id=self._input.launch_id,
@@ -532,7 +556,8 @@ class Workstream:
                 iteration=self._iteration,
                 message=self._latest,
                 usage=self._meter.own,
-            )
+            ),
+            settle=settle,
         )
 
     def _run_ref(self) -> RunRef:

@@ -54,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
     from spindle.shared.contracts.budgets import BudgetUsage
     from spindle.shared.contracts.messages import AgentMessageType
     from spindle.shared.contracts.workstreams import (
+        CHILD_MESSAGE_SIGNAL,
         CHILD_STEER_SIGNAL,
         CHILD_STOP_SIGNAL,
         GRACE_SECONDS,
@@ -63,6 +64,7 @@ with workflow.unsafe.imports_passed_through():
         WRAP_UP_AT,
         WRAP_UP_TEXT,
         CarriedWorkstream,
+        ChildMessage,
         ChildStop,
         LaunchRequest,
         Progress,
@@ -155,6 +157,10 @@ class SupervisedChild:
     busy: bool = False
     abandon: bool = False
     _timers: list[asyncio.Task[None]] = field(default_factory=list)
+    #: Messages handed over (``hand_over``) and delivered or refused so far: each
+    #: waits for the one before, so they reach the child in the order taken.
+    _handed: int = 0
+    _delivered: int = 0
 
     @property
     def started(self) -> bool:
@@ -174,7 +180,13 @@ class SupervisedChild:
             and self.stop_reason is None
             and self.ended_at is None
             and not self.busy
+            and self.deliveries_done
         )
+
+    @property
+    def deliveries_done(self) -> bool:
+        """Every message handed over has been delivered (or refused on the stream)."""
+        return self._delivered == self._handed
 
     def carried(self) -> CarriedWorkstream:
         """What the next generation needs to take this child over (``portable`` only)."""
@@ -326,6 +338,35 @@ class SupervisedChild:
             workflow.logger.info("signal %s to %s not delivered: %s", name, self.launch_id, exc)
             return False
         return True
+
+    async def hand_over(self, message: ChildMessage) -> None:
+        """Deliver a message already acknowledged to the caller, after those before it.
+
+        A child that has ended meanwhile cannot take it: the message is then
+        refused on the stream, as the child refuses the ones still queued when it
+        ends, so none is lost silently.
+        """
+        turn = self._handed
+        self._handed += 1
+        await workflow.wait_condition(lambda: self._delivered == turn)
+        try:
+            if not await self.signal(CHILD_MESSAGE_SIGNAL, message):
+                reason = "the workstream has ended"
+                await self._post(
+                    AgentMessageType.SYSTEM,
+                    f"message {message.message_id} rejected: {reason}",
+                    {
+                        "message_id": message.message_id,
+                        "status": "rejected",
+                        "reason": reason,
+                        "launch_id": self.launch_id,
+                    },
+                    key=f"reject.{message.message_id}",
+                    retry=policies.NOTICE_RETRY,
+                    as_child=True,
+                )
+        finally:
+            self._delivered += 1
 
     def progress(self, progress: Progress) -> None:
         """Record a progress signal (ignored once the child has ended)."""
@@ -568,11 +609,15 @@ class SupervisedChild:
         *,
         key: str,
         retry: RetryPolicy,
+        as_child: bool = False,
     ) -> None:
+        run = self.parent
+        if as_child:  # with its ``w``: what the child would have said itself
+            run = run.model_copy(update={"workstream_id": self.launch_id})
         try:
             await workflow.execute_activity(
                 POST_MESSAGE,
-                RunNotice(run=self.parent, type=int(kind), text=text, details=details),
+                RunNotice(run=run, type=int(kind), text=text, details=details),
                 activity_id=f"ws.{self.launch_id}.{key}",
                 start_to_close_timeout=policies.LIFECYCLE_START_TO_CLOSE,
                 retry_policy=retry,

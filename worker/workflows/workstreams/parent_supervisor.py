@@ -84,6 +84,10 @@ DEFAULT_MAX_LIVE_WORKSTREAMS = 32
 #: carries stays bounded however many children a long run launched.
 ENDED_WORKSTREAMS_CARRIED = 100
 
+#: A message to a running child is answered (202) as soon as the parent has taken
+#: it, not after the signal's delivery (``SupervisedChild.hand_over``).
+MESSAGE_HANDOVER_PATCH = "workstream-message-handover"
+
 
 def _refusal(error: SpindleError) -> ApplicationError:
     return to_application_error(error)
@@ -118,6 +122,9 @@ class WorkstreamSupervisor:
         self._deadline_at = deadline_at
         self._children: dict[str, SupervisedChild] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        # Held until done (a task nothing references may be collected), then let go:
+        # one per message, which a long conversation sends without end.
+        self._deliveries: set[asyncio.Task[None]] = set()
         self._counts = {"ws": 0, "s": 0, "m": 0}
         self._closing = False
 
@@ -367,6 +374,15 @@ class WorkstreamSupervisor:
         child = self.check_interactive(request.launch_id)
         message_id = self._next_id("m")
         message = ChildMessage(message_id=message_id, text=request.message.message)
+        if child.started and workflow.patched(MESSAGE_HANDOVER_PATCH):
+            # Answered in this workflow task: waiting for the signal's delivery would
+            # cost the caller a second workflow task of this run (issue 17). The
+            # validator has checked the child runs; if it ends before the signal
+            # lands, the message is refused on the stream (``hand_over``).
+            delivery = asyncio.create_task(child.hand_over(message))
+            self._deliveries.add(delivery)
+            delivery.add_done_callback(self._deliveries.discard)
+            return WorkstreamMessageAck(launch_id=child.launch_id, message_id=message_id)
         await self._deliver(child, CHILD_MESSAGE_SIGNAL, message)
         return WorkstreamMessageAck(launch_id=child.launch_id, message_id=message_id)
 
@@ -444,7 +460,9 @@ class WorkstreamSupervisor:
         for child in children:
             if stop_all or child.request.interactive:
                 await child.stop(reason)
-        await workflow.wait_condition(lambda: all(c.settled for c in children))
+        await workflow.wait_condition(
+            lambda: all(c.settled and c.deliveries_done for c in children)
+        )
 
     async def _deliver(self, child: SupervisedChild, name: str, arg: Any) -> None:
         if not await child.signal(name, arg):
