@@ -2,7 +2,7 @@
 
     .venv/bin/python -m tests.bench.run
         [--only nodes|sse|updates|load|workstreams|jsonrpc|telemetry|scale|tokens|browser|redis
-                |history|items|budgets|hitl] [--history-nodes 5000] [--items 10000]
+                |history|items|budgets|hitl|fanout|wfstreams] [--history-nodes 5000] [--items 10000]
         [--budget-turns 40] [--hitl-answers 20]
         [--items-concurrency 16]
         [--nodes 50] [--messages 300] [--repeat 3] [--load-runs 200] [--load-concurrency N]
@@ -50,6 +50,10 @@ loopback ports, then prints (each section, or those chosen with ``--only``):
 - ``hitl``: a human's answer → the run resumes (takes it and asks the next prompt),
   and the answer's update round trip, each against a bare Temporal Update round
   trip (ratios; see ``tests.bench.hitl``).
+- ``fanout``: 1,000 SSE viewers of one run through one gateway process vs a raw
+  Redis relay to 1,000 subscribers, p50/p99 (see ``tests.bench.fanout``).
+- ``wfstreams``: ``temporalio.contrib.workflow_streams`` vs Spindle's stream at 1,
+  10 and 100 subscribers (see ``tests.bench.workflow_streams``), bounded in time.
 
 Figures are printed and written to ``test-artifacts/bench.json``; nothing here
 asserts a time (speed is reported, never tested), except that the load run must
@@ -82,6 +86,7 @@ from spindle.shared.store.archive import RunArchive
 from spindle.shared.temporal.converter import data_converter
 from tests.bench.browser_latency import bench_browser_latency
 from tests.bench.budgets import bench_budgets
+from tests.bench.fanout import bench_fanout
 from tests.bench.floor import BareActivities, NoopBatch, bench_noop, redis_pubsub_latencies
 from tests.bench.history import bench_history
 from tests.bench.hitl import bench_hitl
@@ -116,6 +121,8 @@ SECTIONS = (
     "items",
     "budgets",
     "hitl",
+    "fanout",
+    "wfstreams",
 )
 
 
@@ -310,7 +317,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             stack.temporal_address, data_converter=data_converter(settings)
         )
         base = ""
-        if chosen & {"sse", "updates", "browser"}:
+        if chosen & {"sse", "updates", "browser", "fanout"}:
             _, base = stack.gateway("gateway")
         if "nodes" in chosen:
             results["graph_nodes"] = await bench_nodes(client, settings, args.nodes, args.repeat)
@@ -353,6 +360,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             )
         if "redis" in chosen:
             results["redis_topologies"] = await bench_redis_topologies(args.messages)
+        if "fanout" in chosen:
+            results["fanout"] = await bench_fanout(
+                settings, base, viewers=args.fanout_viewers, messages=args.fanout_messages
+            )
         results.update(await _workflow_sections(client, settings, args, chosen))
     return results
 
@@ -442,6 +453,8 @@ def main() -> None:
     parser.add_argument(
         "--budget-turns", type=int, default=40, help="LLM turns per run of the budgets section"
     )
+    parser.add_argument("--fanout-viewers", type=int, default=1000, help="SSE viewers (fanout)")
+    parser.add_argument("--fanout-messages", type=int, default=50, help="messages (fanout)")
     args = parser.parse_args()
     started = time.perf_counter()
     try:
