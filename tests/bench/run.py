@@ -13,7 +13,8 @@ loopback ports, then prints (each section, or those chosen with ``--only``):
 
 - ``nodes``: per-node overhead of a graph run vs a bare Temporal activity (ratio);
 - ``sse``: message post → SSE receipt latency p50/p99 vs a bare Redis publish → subscribe;
-- ``updates``: ``/updates`` time and gzip ratio for 1000 stored messages;
+- ``updates``: ``/updates`` time plain and gzip and the gzip ratio for 1000 messages
+  of a real agent run (see ``tests.bench.updates``);
 - ``load``: N concurrent runs over HTTP with one SSE client each, through a
   worker and a gateway process (see ``tests.bench.load``), bounded in time;
 - ``workstreams``: launch → first child message on the parent's stream, and how
@@ -65,9 +66,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import random
 import statistics
-import string
 import sys
 import time
 import uuid
@@ -98,6 +97,7 @@ from tests.bench.scale import ScaleBudgetExceeded, ScaleOptions, bench_scale
 from tests.bench.stack import bench_stack
 from tests.bench.telemetry import bench_telemetry
 from tests.bench.tokens import bench_tokens
+from tests.bench.updates import bench_updates
 from tests.bench.workstreams import (
     WorkstreamBenchOptions,
     WorkstreamBudgetExceeded,
@@ -254,59 +254,6 @@ async def bench_sse(settings: Settings, base_url: str, messages: int) -> dict[st
     }
 
 
-async def bench_updates(settings: Settings, base_url: str, repeat: int = 20) -> dict[str, Any]:
-    bus = MessageBus.from_settings(settings)
-    stream_id = f"bench-hist-{uuid.uuid4().hex}"
-    await bus.set_meta(stream_id, {"run_id": "bench", "tenant_id": "default", "graph": "bench"})
-    kinds = [AgentMessageType.THOUGHT, AgentMessageType.UPDATE, AgentMessageType.ANSWER]
-    # Seeded, varied text: repetitive synthetic messages would flatter gzip.
-    rng = random.Random(1000)
-    words = [
-        "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(2, 10)))
-        for _ in range(3000)
-    ]
-    await bus.post_many(
-        stream_id,
-        [
-            (
-                create_compact_message(
-                    kinds[i % 3],
-                    " ".join(rng.choice(words) for _ in range(rng.randint(20, 45))),
-                    details={"node": f"n{i % 9}", "tool": rng.choice(words), "hits": i % 5},
-                    activity_id=f"n{i % 9}.{i // 9}",
-                ),
-                None,
-            )
-            for i in range(1000)
-        ],
-    )
-    url = f"{base_url}/runs/{stream_id}/bench/updates"
-    timings: dict[str, list[float]] = {"gzip": [], "identity": []}
-    sizes: dict[str, int] = {}
-    async with httpx.AsyncClient(timeout=30) as http:
-        for encoding in ("gzip", "identity"):
-            for _ in range(repeat):
-                start = time.perf_counter()
-                resp = await http.get(url, headers={"Accept-Encoding": encoding})
-                body = await resp.aread()
-                timings[encoding].append((time.perf_counter() - start) * 1000)
-            resp.raise_for_status()
-            sizes[encoding] = int(resp.headers.get("content-length") or len(body))
-            count = len(resp.json()["messages"])
-            if count != 1000:
-                raise RuntimeError(f"/updates returned {count} messages, expected 1000")
-    await bus.delete_stream(stream_id)
-    await bus.close()
-    return {
-        "messages": 1000,
-        "identity_ms": round(statistics.median(timings["identity"]), 2),
-        "gzip_ms": round(statistics.median(timings["gzip"]), 2),
-        "identity_bytes": sizes["identity"],
-        "gzip_bytes": sizes["gzip"],
-        "compression_ratio": round(sizes["identity"] / sizes["gzip"], 2),
-    }
-
-
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     chosen = set(args.only or SECTIONS)
     results: dict[str, Any] = {}
@@ -324,7 +271,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         if "sse" in chosen:
             results["sse_delivery"] = await bench_sse(settings, base, args.messages)
         if "updates" in chosen:
-            results["updates_1000"] = await bench_updates(settings, base)
+            results["updates_1000"] = await bench_updates(client, settings, base)
         if "load" in chosen:
             options = LoadOptions(
                 runs=args.load_runs,
