@@ -98,6 +98,7 @@ from tests.bench.stack import bench_stack
 from tests.bench.telemetry import bench_telemetry
 from tests.bench.tokens import bench_tokens
 from tests.bench.updates import bench_updates
+from tests.bench.workflow_streams import bench_workflow_streams
 from tests.bench.workstreams import (
     WorkstreamBenchOptions,
     WorkstreamBudgetExceeded,
@@ -264,7 +265,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             stack.temporal_address, data_converter=data_converter(settings)
         )
         base = ""
-        if chosen & {"sse", "updates", "browser", "fanout"}:
+        if chosen & {"sse", "updates", "browser", "fanout", "wfstreams"}:
             _, base = stack.gateway("gateway")
         if "nodes" in chosen:
             results["graph_nodes"] = await bench_nodes(client, settings, args.nodes, args.repeat)
@@ -311,6 +312,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             results["fanout"] = await bench_fanout(
                 settings, base, viewers=args.fanout_viewers, messages=args.fanout_messages
             )
+        if "wfstreams" in chosen:
+            results["workflow_streams"] = await bench_workflow_streams(client, settings, base)
         results.update(await _workflow_sections(client, settings, args, chosen))
     return results
 
