@@ -44,6 +44,7 @@ QUEUE = "bench-wfstreams"
 TOPIC = "events"
 SUBSCRIBERS = (1, 10, 100)
 EVENTS = 20
+SPINDLE_MESSAGES = 300  # a p99 of Spindle over more than a handful of messages
 INTERVAL_S = 0.1  # between two timed events
 BOUND_S = 15.0  # after the last event was published
 READY_BOUND_S = 10.0  # for every subscriber to get the warm-up event
@@ -187,7 +188,9 @@ async def bench_workflow_streams(
     """Each workflow_streams case, Spindle at each subscriber count, and the p99 ratios."""
     spindle: dict[int, dict[str, Any]] = {}
     for count in SUBSCRIBERS:
-        spindle[count] = await bench_fanout(settings, base_url, viewers=count, messages=EVENTS * 5)
+        spindle[count] = await bench_fanout(
+            settings, base_url, viewers=count, messages=SPINDLE_MESSAGES
+        )
     cases: list[dict[str, Any]] = []
     async with Worker(
         client, task_queue=QUEUE, workflows=[StreamHost], activities=[publish_events]
