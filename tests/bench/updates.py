@@ -41,7 +41,7 @@ from spindle.worker.main import build_worker
 
 QUEUE = "bench-updates"
 MESSAGES = 1000
-TURNS = 40  # per agent node; two nodes
+TURNS = 50  # per agent node, two nodes: ~1,200 messages (chunking depends on timing)
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 QUESTIONS = (
     "how long does Temporal keep a workflow history",
