@@ -140,6 +140,7 @@ class StreamFollower:
         # One idle timer per follower, re-armed once per idle period rather than
         # once per message (see ``_next_burst``).
         self._idle_timer: asyncio.TimerHandle | None = None
+        self._waiting = False
         self._waiting_since = 0.0
         self.last_seq = 0
         """The highest seq handed out (or passed over as older than ``since``)."""
@@ -268,9 +269,13 @@ class StreamFollower:
             self._waiting_since = loop.time()
             if self._idle_timer is None:
                 self._idle_timer = loop.call_at(self._waiting_since + self._idle, self._idle_due)
-            while (event := await self._sub.get_or_poked()) is None:
-                if loop.time() >= self._waiting_since + self._idle - IDLE_SLACK:
-                    raise TimeoutError
+            self._waiting = True
+            try:
+                while (event := await self._sub.get_or_poked()) is None:
+                    if loop.time() >= self._waiting_since + self._idle - IDLE_SLACK:
+                        raise TimeoutError
+            finally:
+                self._waiting = False
             first = event
         events = [first]
         with contextlib.suppress(SubscriptionLost):  # the next get() reports it
@@ -281,6 +286,11 @@ class StreamFollower:
     def _idle_due(self) -> None:
         """The idle timer: poke the waiter if it has waited long enough, else re-arm."""
         assert self._idle is not None
+        if not self._waiting:
+            # Nobody waits (the consumer is busy, or gone without close()):
+            # the next wait arms a fresh timer, so none outlives the consumer.
+            self._idle_timer = None
+            return
         loop = asyncio.get_running_loop()
         due = self._waiting_since + self._idle
         if loop.time() < due - IDLE_SLACK:
