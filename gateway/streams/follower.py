@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 
 # The backlog is handed out in batches of this many messages.
 BACKLOG_CHUNK = 256
+# Event-loop timers may fire up to a clock tick early (uvloop: 1 ms).
+IDLE_SLACK = 0.002
 
 
 class Sequenced(Protocol):
@@ -135,6 +137,11 @@ class StreamFollower:
         self._sub: Subscription | None = None
         self._backlog: list[StoredMessage] = []
         self._since = self._cursor.since_ts if self._cursor.after_seq is None else None
+        # One idle timer per follower, re-armed once per idle period rather than
+        # once per message (see ``_next_burst``).
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._waiting = False
+        self._waiting_since = 0.0
         self.last_seq = 0
         """The highest seq handed out (or passed over as older than ``since``)."""
         self.ended = False
@@ -191,6 +198,9 @@ class StreamFollower:
 
     async def close(self) -> None:
         """Leave the live channel (idempotent)."""
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
         await self._stack.aclose()
 
     async def __aenter__(self) -> StreamFollower:
@@ -242,17 +252,53 @@ class StreamFollower:
                 yield batch
 
     async def _next_burst(self) -> list[LiveEvent]:
-        """The next live event and whatever queued behind it (one write for all)."""
+        """The next live event and whatever queued behind it (one write for all).
+
+        Raises:
+            TimeoutError: ``idle_seconds`` passed with nothing (a keep-alive is due).
+        """
         assert self._sub is not None
-        # Not asyncio.wait_for: on 3.11 it can swallow a cancellation that
-        # lands as the inner get() completes, and the follower never stops.
-        async with asyncio.timeout(self._idle):
+        if self._idle is None:
             first = await self._sub.get()
+        else:
+            # Not a timeout per wait (asyncio.timeout / wait_for): with many
+            # viewers arming and cancelling one timer per message per viewer
+            # was a sixth of the gateway's CPU. The follower's one timer pokes
+            # the subscription when the wait has lasted ``idle_seconds``.
+            loop = asyncio.get_running_loop()
+            self._waiting_since = loop.time()
+            if self._idle_timer is None:
+                self._idle_timer = loop.call_at(self._waiting_since + self._idle, self._idle_due)
+            self._waiting = True
+            try:
+                while (event := await self._sub.get_or_poked()) is None:
+                    if loop.time() >= self._waiting_since + self._idle - IDLE_SLACK:
+                        raise TimeoutError
+            finally:
+                self._waiting = False
+            first = event
         events = [first]
         with contextlib.suppress(SubscriptionLost):  # the next get() reports it
             while (more := self._sub.get_nowait()) is not None:
                 events.append(more)
         return events
+
+    def _idle_due(self) -> None:
+        """The idle timer: poke the waiter if it has waited long enough, else re-arm."""
+        assert self._idle is not None
+        if not self._waiting:
+            # Nobody waits (the consumer is busy, or gone without close()):
+            # the next wait arms a fresh timer, so none outlives the consumer.
+            self._idle_timer = None
+            return
+        loop = asyncio.get_running_loop()
+        due = self._waiting_since + self._idle
+        if loop.time() < due - IDLE_SLACK:
+            self._idle_timer = loop.call_at(due, self._idle_due)
+            return
+        self._idle_timer = loop.call_at(loop.time() + self._idle, self._idle_due)
+        if self._sub is not None:
+            self._sub.poke()
 
     async def _new_among(self, events: list[LiveEvent]) -> list[Sequenced]:
         out: list[Sequenced] = []

@@ -13,6 +13,7 @@ final message"), reading only the stored bytes.
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 
 import orjson
 
@@ -123,3 +124,49 @@ def compact_superseded(messages: list[StoredMessage]) -> list[StoredMessage]:
         return messages
     kept.reverse()
     return kept
+
+
+class GzipCache:
+    """Recently served gzip bodies of ``/updates``, keyed by what they hold.
+
+    A stored message's bytes never change once its seq is assigned, so a body is
+    fully named by its stream, its filters and the seqs it was built from (first,
+    last, count): a run that has ended, or one many viewers open at once, is
+    compressed once per process instead of once per request. Bounded by total
+    compressed bytes, least recently used first out.
+
+    Args:
+        max_bytes: the most compressed bytes kept.
+    """
+
+    def __init__(self, max_bytes: int = 16 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self._bodies: OrderedDict[tuple[object, ...], bytes] = OrderedDict()
+        self._size = 0
+
+    @staticmethod
+    def key(stream_id: str, messages: list[StoredMessage], *filters: object) -> tuple[object, ...]:
+        """What names a body built from ``messages`` (the selection, before compaction).
+
+        The first and last ``ts`` (assigned by Redis, strictly increasing) tell
+        apart a stream deleted and posted to again under the same id.
+        """
+        if not messages:
+            return (stream_id, *filters)
+        first, last = messages[0], messages[-1]
+        return (stream_id, first.seq, first.ts, last.seq, last.ts, len(messages), *filters)
+
+    def get(self, key: tuple[object, ...]) -> bytes | None:
+        body = self._bodies.get(key)
+        if body is not None:
+            self._bodies.move_to_end(key)
+        return body
+
+    def put(self, key: tuple[object, ...], body: bytes) -> None:
+        if len(body) > self.max_bytes or key in self._bodies:
+            return
+        self._bodies[key] = body
+        self._size += len(body)
+        while self._size > self.max_bytes:
+            _, dropped = self._bodies.popitem(last=False)
+            self._size -= len(dropped)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
 from collections.abc import Awaitable, Callable
 
@@ -75,8 +76,9 @@ class RunEventStream:
         retry_ms: the reconnection delay hinted to EventSource clients.
         lease: the stream's slot of its tenant's stream limit: refreshed at
             least once per keep-alive interval while the stream is open (at each
-            keep-alive, and after frames when one is due, since a busy
-            stream sends no keep-alives), released by ``close()``.
+            keep-alive, and, since a busy stream sends no keep-alives, in the
+            background after frames once due, at a time spread over half an
+            interval), released by ``close()``.
         on_idle: awaited every ``idle_every`` keep-alives in a row: asks whether
             the run was closed from outside Spindle, and if so posts its closing
             message, which then ends this stream like any other.
@@ -111,7 +113,8 @@ class RunEventStream:
         self._keepalive = keepalive_seconds
         self._retry_ms = retry_ms
         self._lease = lease
-        self._lease_refreshed_at = time.monotonic()
+        self._lease_due = time.monotonic() + self._lease_period()
+        self._lease_refreshing: asyncio.Task[None] | None = None
 
     async def open(self) -> None:
         """Subscribe, then read the backlog; after this nothing can be missed.
@@ -152,16 +155,36 @@ class RunEventStream:
             await self._follower.close()
         finally:
             if self._lease is not None:
+                refreshing = self._lease_refreshing
+                if refreshing is not None:
+                    # A refresh landing after the release would re-add the slot.
+                    await asyncio.wait({refreshing}, timeout=CANCEL_GRACE_SECONDS)
                 await self._lease.release()
 
-    async def _refresh_lease(self, *, only_if_due: bool) -> None:
+    def _lease_period(self) -> float:
+        # Spread over half an interval: streams opened together (a page of
+        # viewers, a reconnect storm) would otherwise all refresh on the same
+        # message, a Redis round trip each in one burst.
+        return self._keepalive * random.uniform(0.5, 1.0)
+
+    async def _refresh_lease(self) -> None:
+        """At a keep-alive: refresh the slot now (the stream is idle anyway)."""
+        if self._lease is None:
+            return
+        self._lease_due = time.monotonic() + self._lease_period()
+        await self._lease.refresh()
+
+    def _refresh_lease_if_due(self) -> None:
+        """After frames: when due, refresh in the background, never holding up the next frame."""
         if self._lease is None:
             return
         now = time.monotonic()
-        if only_if_due and now - self._lease_refreshed_at < self._keepalive:
+        if now < self._lease_due:
             return
-        self._lease_refreshed_at = now
-        await self._lease.refresh()
+        if self._lease_refreshing is not None and not self._lease_refreshing.done():
+            return
+        self._lease_due = now + self._lease_period()
+        self._lease_refreshing = asyncio.create_task(self._lease.refresh())
 
     async def pump(self, write: Callable[[bytes], Awaitable[None]]) -> None:
         """Write the backlog, then live frames, until the conversation ends or
@@ -174,14 +197,14 @@ class RunEventStream:
             async for batch in batches:
                 if not batch:
                     await write(KEEPALIVE)
-                    await self._refresh_lease(only_if_due=False)
+                    await self._refresh_lease()
                     await self._idle_tick()
                     continue
                 self._idle_ticks = 0
                 await write(head + b"".join([frame(m.seq, m.raw) for m in batch]))
                 head = b""
                 metrics.messages_delivered(len(batch))
-                await self._refresh_lease(only_if_due=True)
+                self._refresh_lease_if_due()
 
     async def _idle_tick(self) -> None:
         if self._on_idle is None:

@@ -27,6 +27,7 @@ class Subscription:
         self._maxsize = maxsize
         self._waiter: asyncio.Future[None] | None = None
         self._lost: str | None = None
+        self._poked = False
         self._channel: Any = None  # the hub's bookkeeping of the channel
 
     @property
@@ -55,6 +56,37 @@ class Subscription:
         if self._lost is not None:
             raise SubscriptionLost(self._lost)
         return self._events.popleft()
+
+    async def get_or_poked(self) -> LiveEvent | None:
+        """Like ``get``, but returns None when ``poke()`` was called with nothing queued.
+
+        This lets a consumer wait for "an event or a tick" without a timer per
+        wait: a follower's keep-alive tick pokes, instead of each ``get`` arming
+        (and cancelling) a timeout, which under fan-out cost as much CPU as
+        writing the event to the socket.
+
+        Raises:
+            SubscriptionLost: the feed broke; events may have been missed.
+        """
+        while not self._events:
+            if self._lost is not None:
+                raise SubscriptionLost(self._lost)
+            if self._poked:
+                self._poked = False
+                return None
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        if self._lost is not None:
+            raise SubscriptionLost(self._lost)
+        return self._events.popleft()
+
+    def poke(self) -> None:
+        """Wake the consumer waiting in ``get_or_poked`` (it returns None if nothing is queued)."""
+        self._poked = True
+        self._wake()
 
     def get_nowait(self) -> LiveEvent | None:
         """The next event if one is queued, else None.

@@ -2,7 +2,7 @@
 
     .venv/bin/python -m tests.bench.run
         [--only nodes|sse|updates|load|workstreams|jsonrpc|telemetry|scale|tokens|browser|redis
-                |history|items|budgets|hitl] [--history-nodes 5000] [--items 10000]
+                |history|items|budgets|hitl|fanout|wfstreams] [--history-nodes 5000] [--items 10000]
         [--budget-turns 40] [--hitl-answers 20]
         [--items-concurrency 16]
         [--nodes 50] [--messages 300] [--repeat 3] [--load-runs 200] [--load-concurrency N]
@@ -14,7 +14,8 @@ loopback ports, then prints (each section, or those chosen with ``--only``):
 
 - ``nodes``: per-node overhead of a graph run vs a bare Temporal activity (ratio);
 - ``sse``: message post → SSE receipt latency p50/p99 vs a bare Redis publish → subscribe;
-- ``updates``: ``/updates`` time and gzip ratio for 1000 stored messages;
+- ``updates``: ``/updates`` time plain and gzip and the gzip ratio for 1000 messages
+  of a real agent run (see ``tests.bench.updates``);
 - ``load``: N concurrent runs over HTTP with one SSE client each, through a
   worker and a gateway process (see ``tests.bench.load``), bounded in time;
 - ``workstreams``: launch → first child message on the parent's stream, and how
@@ -52,6 +53,10 @@ loopback ports, then prints (each section, or those chosen with ``--only``):
 - ``hitl``: a human's answer → the run resumes (takes it and asks the next prompt),
   and the answer's update round trip, each against a bare Temporal Update round
   trip (ratios; see ``tests.bench.hitl``).
+- ``fanout``: 1,000 SSE viewers of one run through one gateway process vs a raw
+  Redis relay to 1,000 subscribers, p50/p99 (see ``tests.bench.fanout``).
+- ``wfstreams``: ``temporalio.contrib.workflow_streams`` vs Spindle's stream at 1,
+  10 and 100 subscribers (see ``tests.bench.workflow_streams``), bounded in time.
 
 Figures are printed and written to ``test-artifacts/bench.json``; nothing here
 asserts a time (speed is reported, never tested), except that the load run must
@@ -63,9 +68,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import random
 import statistics
-import string
 import sys
 import time
 import uuid
@@ -84,6 +87,7 @@ from spindle.shared.store.archive import RunArchive
 from spindle.shared.temporal.converter import data_converter
 from tests.bench.browser_latency import bench_browser_latency
 from tests.bench.budgets import bench_budgets
+from tests.bench.fanout import bench_fanout
 from tests.bench.floor import BareActivities, NoopBatch, bench_noop, redis_pubsub_latencies
 from tests.bench.history import bench_history
 from tests.bench.hitl import bench_hitl
@@ -95,6 +99,8 @@ from tests.bench.scale import ScaleBudgetExceeded, ScaleOptions, bench_scale
 from tests.bench.stack import bench_stack
 from tests.bench.telemetry import bench_telemetry
 from tests.bench.tokens import bench_tokens
+from tests.bench.updates import bench_updates
+from tests.bench.workflow_streams import bench_workflow_streams
 from tests.bench.workstreams import (
     WorkstreamBenchOptions,
     WorkstreamBudgetExceeded,
@@ -118,6 +124,8 @@ SECTIONS = (
     "items",
     "budgets",
     "hitl",
+    "fanout",
+    "wfstreams",
 )
 
 
@@ -249,59 +257,6 @@ async def bench_sse(settings: Settings, base_url: str, messages: int) -> dict[st
     }
 
 
-async def bench_updates(settings: Settings, base_url: str, repeat: int = 20) -> dict[str, Any]:
-    bus = MessageBus.from_settings(settings)
-    stream_id = f"bench-hist-{uuid.uuid4().hex}"
-    await bus.set_meta(stream_id, {"run_id": "bench", "tenant_id": "default", "graph": "bench"})
-    kinds = [AgentMessageType.THOUGHT, AgentMessageType.UPDATE, AgentMessageType.ANSWER]
-    # Seeded, varied text: repetitive synthetic messages would flatter gzip.
-    rng = random.Random(1000)
-    words = [
-        "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(2, 10)))
-        for _ in range(3000)
-    ]
-    await bus.post_many(
-        stream_id,
-        [
-            (
-                create_compact_message(
-                    kinds[i % 3],
-                    " ".join(rng.choice(words) for _ in range(rng.randint(20, 45))),
-                    details={"node": f"n{i % 9}", "tool": rng.choice(words), "hits": i % 5},
-                    activity_id=f"n{i % 9}.{i // 9}",
-                ),
-                None,
-            )
-            for i in range(1000)
-        ],
-    )
-    url = f"{base_url}/runs/{stream_id}/bench/updates"
-    timings: dict[str, list[float]] = {"gzip": [], "identity": []}
-    sizes: dict[str, int] = {}
-    async with httpx.AsyncClient(timeout=30) as http:
-        for encoding in ("gzip", "identity"):
-            for _ in range(repeat):
-                start = time.perf_counter()
-                resp = await http.get(url, headers={"Accept-Encoding": encoding})
-                body = await resp.aread()
-                timings[encoding].append((time.perf_counter() - start) * 1000)
-            resp.raise_for_status()
-            sizes[encoding] = int(resp.headers.get("content-length") or len(body))
-            count = len(resp.json()["messages"])
-            if count != 1000:
-                raise RuntimeError(f"/updates returned {count} messages, expected 1000")
-    await bus.delete_stream(stream_id)
-    await bus.close()
-    return {
-        "messages": 1000,
-        "identity_ms": round(statistics.median(timings["identity"]), 2),
-        "gzip_ms": round(statistics.median(timings["gzip"]), 2),
-        "identity_bytes": sizes["identity"],
-        "gzip_bytes": sizes["gzip"],
-        "compression_ratio": round(sizes["identity"] / sizes["gzip"], 2),
-    }
-
-
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     chosen = set(args.only or SECTIONS)
     results: dict[str, Any] = {}
@@ -312,14 +267,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             stack.temporal_address, data_converter=data_converter(settings)
         )
         base = ""
-        if chosen & {"sse", "updates", "browser"}:
+        if chosen & {"sse", "updates", "browser", "fanout", "wfstreams"}:
             _, base = stack.gateway("gateway")
         if "nodes" in chosen:
             results["graph_nodes"] = await bench_nodes(client, settings, args.nodes, args.repeat)
         if "sse" in chosen:
             results["sse_delivery"] = await bench_sse(settings, base, args.messages)
         if "updates" in chosen:
-            results["updates_1000"] = await bench_updates(settings, base)
+            results["updates_1000"] = await bench_updates(client, settings, base)
         if "load" in chosen:
             options = LoadOptions(
                 runs=args.load_runs,
@@ -358,6 +313,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             )
         if "redis" in chosen:
             results["redis_topologies"] = await bench_redis_topologies(args.messages)
+        if "fanout" in chosen:
+            results["fanout"] = await bench_fanout(
+                settings, base, viewers=args.fanout_viewers, messages=args.fanout_messages
+            )
+        if "wfstreams" in chosen:
+            results["workflow_streams"] = await bench_workflow_streams(client, settings, base)
         results.update(await _workflow_sections(client, settings, args, chosen))
     return results
 
@@ -452,6 +413,8 @@ def main() -> None:
     parser.add_argument(
         "--budget-turns", type=int, default=40, help="LLM turns per run of the budgets section"
     )
+    parser.add_argument("--fanout-viewers", type=int, default=1000, help="SSE viewers (fanout)")
+    parser.add_argument("--fanout-messages", type=int, default=50, help="messages (fanout)")
     args = parser.parse_args()
     started = time.perf_counter()
     try:
