@@ -1,13 +1,23 @@
-"""A durable outbox in Redis for archive writes MongoDB could not take.
+"""A durable outbox in Redis for archive writes, and the archiver that drains it.
 
-Runs never wait on MongoDB: when an archive write fails because MongoDB is
-unreachable (or slower than ``write_timeout``), the write is recorded as an
-operation in a Redis list and the run goes on. A catch-up loop in every worker
-process replays the list in order, with backoff, until MongoDB answers; a short
-Redis lock lets only one process drain at a time, and an operation leaves the
-list only after MongoDB took it. Every operation is idempotent (messages are
-keyed by stream and seq, node reports by node visit, run updates are ``$set``),
-so replaying one that did reach MongoDB before a crash is harmless.
+In a worker (``ArchiveCatchUp`` running, ``ArchiveOutbox.queue_all``) every
+archive write is queued here: a node's activity hands its report, NodeMessages
+and messages over in one push and goes on, and the archiver writes what has
+gathered (``LINGER_SECONDS``, at most ``BATCH_MAX_OPERATIONS``) as one bulk
+command per collection, then pops the batch if it is still the one it read.
+Counters of operations queued and written let a writer wait until its writes
+are in MongoDB (``applied_through``: ``finish_run`` does, once per run).
+
+Elsewhere (no archiver in the process) writes go to MongoDB directly, and to
+the queue only when MongoDB fails. Runs never wait on MongoDB: when an archive
+write fails because MongoDB is unreachable (or slower than ``write_timeout``),
+the write is recorded as an operation in a Redis list and the run goes on. A
+catch-up loop in every worker process replays the list in order, with backoff,
+until MongoDB answers; a short Redis lock lets only one process drain at a time,
+and an operation leaves the list only after MongoDB took it. Every operation is
+idempotent (messages are keyed by stream and seq, node reports by node visit,
+run updates are ``$set``), so replaying one that did reach MongoDB before a
+crash is harmless.
 
 While the outbox holds anything, new writes queue behind it instead of going to
 MongoDB directly: a run's updates are then applied in the order they were made
@@ -20,6 +30,8 @@ database, since workers of different databases may share a Redis::
     spindle:{archive-outbox:<db>}:queue   LIST of operations (JSON), oldest first
     spindle:{archive-outbox:<db>}:lock    STRING token of the process draining it
     spindle:{archive-outbox:<db>}:dead    LIST of operations MongoDB refused for good
+    spindle:{archive-outbox:<db>}:queued  INT operations ever queued (a push's ticket)
+    spindle:{archive-outbox:<db>}:done    INT operations ever popped (written or set aside)
 
 Messages are queued with their stored bytes rather than as a seq range to read
 back from Redis later: a run's Redis list is capped, and a chatty run would
@@ -440,8 +452,10 @@ class ArchiveOutbox:
 
 
 class ArchiveCatchUp(BackgroundLoop):
-    """Drains an outbox into the archive in the background, backing off while
-    MongoDB (or Redis) is down. One per worker process; ``start``/``stop``."""
+    """The archiver: drains an outbox into the archive in batches in the
+    background, backing off while MongoDB (or Redis) is down. One per worker
+    process; ``start``/``stop``. While it runs, the process's writers queue
+    every archive write (``ArchiveOutbox.queue_all``)."""
 
     name = "archive catch-up"
 
