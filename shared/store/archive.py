@@ -65,7 +65,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import orjson
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, InsertOne, ReplaceOne, UpdateOne
@@ -99,8 +99,10 @@ DUPLICATE_KEY = 11000
 # of one is a duplicate-key error, ignored): bulks to them need no order.
 INSERT_ONLY = frozenset({"messages"})
 
-ArchiveRequest = InsertOne[dict[str, Any]] | UpdateOne | ReplaceOne[dict[str, Any]]
-ArchiveWrite = tuple[str, ArchiveRequest]
+# Strings: subscripting pymongo's generic requests at import time touches a lock
+# the workflow sandbox restricts (this module is imported there too).
+ArchiveRequest: TypeAlias = "InsertOne[dict[str, Any]] | UpdateOne | ReplaceOne[dict[str, Any]]"
+ArchiveWrite: TypeAlias = "tuple[str, ArchiveRequest]"
 """One write request and the collection it goes to."""
 # Run records leave out the document's port data (``spindle.shared.store.run_document``).
 NOT_PORT_DATA = {"portData": 0}

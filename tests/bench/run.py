@@ -473,7 +473,7 @@ def main() -> None:
         "--budget-turns", type=int, default=40, help="LLM turns per run of the budgets section"
     )
     parser.add_argument(
-        "--throughput-runs", type=int, default=100, help="runs of each side (throughput section)"
+        "--throughput-runs", type=int, default=60, help="runs of each pass (throughput section)"
     )
     parser.add_argument(
         "--throughput-concurrency", type=int, default=20, help="runs in flight (throughput)"
