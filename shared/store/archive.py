@@ -177,6 +177,8 @@ class RunArchive:
         """Apply write requests: one bulk command per collection, in their order.
 
         Inserts of documents that exist already are skipped (idempotent replays).
+        The run documents are written last: a run the archive shows as finished
+        has its messages, node reports and trace archived already.
 
         Raises:
             PyMongoError: a write MongoDB did not take (the others may have been).
@@ -184,9 +186,12 @@ class RunArchive:
         by_collection: dict[str, list[ArchiveRequest]] = {}
         for collection, request in writes:
             by_collection.setdefault(collection, []).append(request)
+        runs = by_collection.pop("runs", None)
         await asyncio.gather(
             *(self._bulk(name, requests) for name, requests in by_collection.items())
         )
+        if runs:
+            await self._bulk("runs", runs)
 
     async def _bulk(self, name: str, requests: list[ArchiveRequest]) -> None:
         try:
