@@ -9,7 +9,6 @@ MongoDB answers; without an outbox, the write is logged and dropped.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from datetime import UTC, datetime
@@ -216,16 +215,20 @@ NODE_START_RECORD_DELAY_SECONDS = 0.2
 
 class NodeStartRecord:
     """The archive's record that a node started, written only if it still runs
-    after ``NODE_START_RECORD_DELAY_SECONDS``."""
+    after ``NODE_START_RECORD_DELAY_SECONDS``.
+
+    A timer, not a sleeping task: most nodes end first, and then nothing but the
+    timer was made (no task to create, cancel and await per node).
+    """
 
     def __init__(self, recorder: RunRecorder, execution: NodeExecution) -> None:
-        self._writing = False
-        self._task = asyncio.create_task(self._write_later(recorder, execution))
+        self._task: asyncio.Task[None] | None = None
+        self._timer = asyncio.get_running_loop().call_later(
+            NODE_START_RECORD_DELAY_SECONDS, self._write, recorder, execution
+        )
 
-    async def _write_later(self, recorder: RunRecorder, execution: NodeExecution) -> None:
-        await asyncio.sleep(NODE_START_RECORD_DELAY_SECONDS)
-        self._writing = True
-        await recorder.node_started(execution)
+    def _write(self, recorder: RunRecorder, execution: NodeExecution) -> None:
+        self._task = asyncio.create_task(recorder.node_started(execution))
 
     async def settle(self) -> bool:
         """Wait for a write under way, or call it off before it began.
@@ -233,16 +236,16 @@ class NodeStartRecord:
         Returns:
             True when the start was written; False when the end must say it.
         """
-        if self._writing:
+        if self._task is not None:
             await self._task
             return True
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+        self._timer.cancel()
         return False
 
     def cancel(self) -> None:
-        self._task.cancel()
+        self._timer.cancel()
+        if self._task is not None:
+            self._task.cancel()
 
 
 class RunRecorder:
