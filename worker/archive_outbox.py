@@ -1,13 +1,23 @@
-"""A durable outbox in Redis for archive writes MongoDB could not take.
+"""A durable outbox in Redis for archive writes, and the archiver that drains it.
 
-Runs never wait on MongoDB: when an archive write fails because MongoDB is
-unreachable (or slower than ``write_timeout``), the write is recorded as an
-operation in a Redis list and the run goes on. A catch-up loop in every worker
-process replays the list in order, with backoff, until MongoDB answers; a short
-Redis lock lets only one process drain at a time, and an operation leaves the
-list only after MongoDB took it. Every operation is idempotent (messages are
-keyed by stream and seq, node reports by node visit, run updates are ``$set``),
-so replaying one that did reach MongoDB before a crash is harmless.
+In a worker (``ArchiveCatchUp`` running, ``ArchiveOutbox.queue_all``) every
+archive write is queued here: a node's activity hands its report, NodeMessages
+and messages over in one push and goes on, and the archiver writes what has
+gathered (``LINGER_SECONDS``, at most ``BATCH_MAX_OPERATIONS``) as one bulk
+command per collection, then pops the batch if it is still the one it read.
+Counters of operations queued and written let a writer wait until its writes
+are in MongoDB (``applied_through``: ``finish_run`` does, once per run).
+
+Elsewhere (no archiver in the process) writes go to MongoDB directly, and to
+the queue only when MongoDB fails. Runs never wait on MongoDB: when an archive
+write fails because MongoDB is unreachable (or slower than ``write_timeout``),
+the write is recorded as an operation in a Redis list and the run goes on. A
+catch-up loop in every worker process replays the list in order, with backoff,
+until MongoDB answers; a short Redis lock lets only one process drain at a time,
+and an operation leaves the list only after MongoDB took it. Every operation is
+idempotent (messages are keyed by stream and seq, node reports by node visit,
+run updates are ``$set``), so replaying one that did reach MongoDB before a
+crash is harmless.
 
 While the outbox holds anything, new writes queue behind it instead of going to
 MongoDB directly: a run's updates are then applied in the order they were made
@@ -20,6 +30,8 @@ database, since workers of different databases may share a Redis::
     spindle:{archive-outbox:<db>}:queue   LIST of operations (JSON), oldest first
     spindle:{archive-outbox:<db>}:lock    STRING token of the process draining it
     spindle:{archive-outbox:<db>}:dead    LIST of operations MongoDB refused for good
+    spindle:{archive-outbox:<db>}:queued  INT operations ever queued (a push's ticket)
+    spindle:{archive-outbox:<db>}:done    INT operations ever popped (written or set aside)
 
 Messages are queued with their stored bytes rather than as a seq range to read
 back from Redis later: a run's Redis list is capped, and a chatty run would
@@ -37,33 +49,61 @@ import weakref
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
+from pymongo import InsertOne
 from pymongo.errors import ConnectionFailure, ExecutionTimeout, PyMongoError, WTimeoutError
 from redis.exceptions import RedisError
 
 from spindle.shared.bus.message_bus import StoredMessage
 from spindle.shared.contracts.runs import NodeReport
 from spindle.shared.platform.background_loop import BackgroundLoop
+from spindle.shared.store.archive import message_documents, node_report_write, run_update
 from spindle.shared.store.run_trace import NodeFinished, NodeStarted
 
 if TYPE_CHECKING:
     from spindle.shared.platform.redis_connect import RedisClient
-    from spindle.shared.store.archive import RunArchive
+    from spindle.shared.store.archive import ArchiveWrite, RunArchive
 
 logger = logging.getLogger(__name__)
 
 WRITE_TIMEOUT_SECONDS = 2.0
+BATCH_MAX_OPERATIONS = 200
+FLUSH_POLL_SECONDS = 0.005
+LOCKED_POLL_SECONDS = 0.02
+# How long the archiver lets writes gather after the first one before it writes
+# them as one batch (one bulk per collection): fewer, larger MongoDB commands.
+LINGER_SECONDS = 0.05
 LOCK_MILLISECONDS = 15_000
 IDLE_POLL_SECONDS = 1.0
 BACKOFF_FIRST_SECONDS = 0.25
 BACKOFF_MAX_SECONDS = 5.0
 
+# KEYS[2] counts the operations that ever left the queue (see ``applied_through``).
 _POP_IF_HEAD = """
 if redis.call('LINDEX', KEYS[1], 0) == ARGV[1] then
   redis.call('LPOP', KEYS[1])
-  if KEYS[2] then redis.call('RPUSH', KEYS[2], ARGV[1]) end
+  redis.call('INCR', KEYS[2])
+  if KEYS[3] then redis.call('RPUSH', KEYS[3], ARGV[1]) end
   return 1
 end
 return 0
+"""
+# Pop the ARGV[3] oldest operations if they are still the ones read (first and
+# last compared; entries are unique, and only the lock holder pops from the head).
+_POP_BATCH = """
+local n = tonumber(ARGV[3])
+local first = redis.call('LINDEX', KEYS[1], 0)
+if first == ARGV[1] and redis.call('LINDEX', KEYS[1], n - 1) == ARGV[2] then
+  redis.call('LTRIM', KEYS[1], n, -1)
+  redis.call('INCRBY', KEYS[2], n)
+  return 1
+end
+return 0
+"""
+# Queue operations and count them; returns the ticket of the last one (how many
+# were ever queued), which ``applied_through`` waits for.
+_PUSH = """
+redis.call('RPUSH', KEYS[1], unpack(ARGV))
+return redis.call('INCRBY', KEYS[2], #ARGV)
 """
 _REFRESH_LOCK = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -115,8 +155,15 @@ class SaveMessages(BaseModel):
         )
 
     async def apply(self, archive: RunArchive) -> None:
-        stored = [StoredMessage(m.seq, m.ts, m.raw.encode()) for m in self.messages]
-        await archive.save_messages(self.stream_id, stored, trace_ids=self.trace_ids)
+        await archive.save_messages(self.stream_id, self._stored(), trace_ids=self.trace_ids)
+
+    def writes(self) -> list[ArchiveWrite]:
+        """Write requests of this operation (see ``RunArchive.bulk_apply``)."""
+        docs = message_documents(self.stream_id, self._stored(), trace_ids=self.trace_ids)
+        return [("messages", InsertOne(doc)) for doc in docs]
+
+    def _stored(self) -> list[StoredMessage]:
+        return [StoredMessage(m.seq, m.ts, m.raw.encode()) for m in self.messages]
 
     def describe(self) -> str:
         seqs = [m.seq for m in self.messages]
@@ -134,6 +181,10 @@ class UpdateRun(BaseModel):
 
     async def apply(self, archive: RunArchive) -> None:
         await archive.update_run(self.workflow_id, create_with=self.create_with, **self.fields)
+
+    def writes(self) -> list[ArchiveWrite]:
+        """Write requests of this operation (see ``RunArchive.bulk_apply``)."""
+        return [("runs", run_update(self.workflow_id, create_with=self.create_with, **self.fields))]
 
     def describe(self) -> str:
         return f"update of run {self.workflow_id} ({', '.join(sorted(self.fields))})"
@@ -153,6 +204,13 @@ class SaveNodeReport(BaseModel):
             self.workflow_id, self.report, input=self.input, output=self.output
         )
 
+    def writes(self) -> list[ArchiveWrite]:
+        """Write requests of this operation (see ``RunArchive.bulk_apply``)."""
+        request = node_report_write(
+            self.workflow_id, self.report, input=self.input, output=self.output
+        )
+        return [("node_reports", request)]
+
     def describe(self) -> str:
         return f"report of node {self.report.node_id} in {self.workflow_id}"
 
@@ -166,6 +224,8 @@ class QueuedOp(BaseModel):
 
     op: ArchiveOp
     queued_at_ms: int
+    # Makes every entry unique, so a batch is popped only if it is still the one read.
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex)
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -200,12 +260,22 @@ class ArchiveOutbox:
         self.queue_key = f"{tag}:queue"
         self.lock_key = f"{tag}:lock"
         self.dead_key = f"{tag}:dead"
+        self.queued_key = f"{tag}:queued"
+        self.done_key = f"{tag}:done"
         self.write_timeout = write_timeout
+        # True while an archiver drains this outbox in this process: writers
+        # then queue every write (``enqueue``) instead of waiting for MongoDB.
+        self.queue_all = False
         self._redis = redis
+        self._push = redis.register_script(_PUSH)
+        self._pop_batch = redis.register_script(_POP_BATCH)
         self._pop_if_head = redis.register_script(_POP_IF_HEAD)
         self._refresh_lock = redis.register_script(_REFRESH_LOCK)
         self._release_lock = redis.register_script(_RELEASE_LOCK)
         self.pushed = asyncio.Event()
+        # Set by a writer that waits for the archive (``applied_through``): the
+        # archiver stops gathering and writes at once.
+        self.flush_wanted = asyncio.Event()
 
     async def write(self, archive: RunArchive, op: ArchiveOperation) -> bool:
         """Apply ``op`` to the archive now, or queue it for the catch-up loop.
@@ -239,11 +309,57 @@ class ArchiveOutbox:
             logger.error("%s is lost: neither MongoDB nor Redis took it (%s)", op.describe(), exc)
         return False
 
-    async def push(self, op: ArchiveOperation) -> None:
-        """Queue an operation behind the others."""
-        entry = QueuedOp(op=op, queued_at_ms=int(time.time() * 1000))
-        await self._redis.rpush(self.queue_key, entry.model_dump_json().encode())
+    async def push(self, *ops: ArchiveOperation) -> int:
+        """Queue operations behind the others, in one round trip.
+
+        Returns:
+            The last one's ticket (see ``applied_through``).
+        """
+        now = int(time.time() * 1000)
+        entries = [QueuedOp(op=op, queued_at_ms=now).model_dump_json().encode() for op in ops]
+        ticket = int(await self._push(keys=[self.queue_key, self.queued_key], args=entries))
         self.pushed.set()
+        return ticket
+
+    async def enqueue(self, archive: RunArchive, *ops: ArchiveOperation) -> int | None:
+        """Queue operations for the archiver (one Redis round trip, no MongoDB
+        wait); when Redis cannot take them, write them to MongoDB now instead.
+
+        Never raises.
+
+        Returns:
+            The ticket of the last one, or None when they were not queued.
+        """
+        if not ops:
+            return None
+        try:
+            return await self.push(*ops)
+        except Exception as exc:
+            logger.warning("archive outbox unavailable (%s): writing to MongoDB now", exc)
+        for op in ops:
+            await self.write(archive, op)
+        return None
+
+    async def applied_through(self, ticket: int, *, within: float) -> bool:
+        """Wait until every operation queued up to ``ticket`` has left the queue
+        (applied, or set aside as refused), at most ``within`` seconds.
+
+        Returns:
+            True when they have; False on timeout (they stay queued).
+        """
+        deadline = time.monotonic() + within
+        self.flush_wanted.set()
+        while True:
+            try:
+                done = int(await self._redis.get(self.done_key) or 0)
+            except (RedisError, OSError):
+                return False
+            if done >= ticket:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            # Another process may hold the drain lock: Redis is the only common clock.
+            await asyncio.sleep(FLUSH_POLL_SECONDS)
 
     async def pending(self) -> int:
         """How many operations wait for MongoDB."""
@@ -277,22 +393,48 @@ class ArchiveOutbox:
         applied = 0
         try:
             while True:
-                raw = await self._redis.lindex(self.queue_key, 0)
-                if raw is None:
+                raws = await self._redis.lrange(self.queue_key, 0, BATCH_MAX_OPERATIONS - 1)
+                if not raws:
                     return applied
-                await self._replay(archive, raw)
-                applied += 1
+                taken = await self._apply_batch(archive, raws)
+                if taken < 0:
+                    return applied  # the lock was lost: the new holder goes on
+                applied += taken
                 await self._refresh_lock(keys=[self.lock_key], args=[token, LOCK_MILLISECONDS])
         finally:
             with contextlib.suppress(RedisError, OSError):
                 await self._release_lock(keys=[self.lock_key], args=[token])
+
+    async def _apply_batch(self, archive: RunArchive, raws: list[bytes | str]) -> int:
+        """Apply queued operations in one bulk per collection, then pop them.
+
+        An operation that cannot be read or built, or a bulk MongoDB refuses,
+        sends the batch down the one-by-one path, which sets the culprit aside.
+
+        Returns:
+            How many left the queue; -1 when they were no longer at its head.
+        """
+        try:
+            writes = [w for raw in raws for w in QueuedOp.model_validate_json(raw).op.writes()]
+            async with asyncio.timeout(self.write_timeout):
+                await archive.bulk_apply(writes)
+        except Exception as exc:
+            if is_transient(exc):
+                raise
+            for raw in raws:
+                await self._replay(archive, raw)
+            return len(raws)
+        popped = await self._pop_batch(
+            keys=[self.queue_key, self.done_key], args=[raws[0], raws[-1], len(raws)]
+        )
+        return len(raws) if popped else -1
 
     async def _replay(self, archive: RunArchive, raw: bytes | str) -> None:
         try:
             entry = QueuedOp.model_validate_json(raw)
         except ValidationError as exc:
             logger.error("unreadable archive operation moved aside: %s", exc)
-            await self._pop_if_head(keys=[self.queue_key, self.dead_key], args=[raw])
+            await self._pop_if_head(keys=[self.queue_key, self.done_key, self.dead_key], args=[raw])
             return
         try:
             async with asyncio.timeout(self.write_timeout):
@@ -301,17 +443,19 @@ class ArchiveOutbox:
             if is_transient(exc):
                 raise
             logger.error("archive refused %s for good: %s", entry.op.describe(), exc)
-            await self._pop_if_head(keys=[self.queue_key, self.dead_key], args=[raw])
+            await self._pop_if_head(keys=[self.queue_key, self.done_key, self.dead_key], args=[raw])
             return
-        await self._pop_if_head(keys=[self.queue_key], args=[raw])
+        await self._pop_if_head(keys=[self.queue_key, self.done_key], args=[raw])
 
 
 # -- the catch-up loop --------------------------------------------------------
 
 
 class ArchiveCatchUp(BackgroundLoop):
-    """Drains an outbox into the archive in the background, backing off while
-    MongoDB (or Redis) is down. One per worker process; ``start``/``stop``."""
+    """The archiver: drains an outbox into the archive in batches in the
+    background, backing off while MongoDB (or Redis) is down. One per worker
+    process; ``start``/``stop``. While it runs, the process's writers queue
+    every archive write (``ArchiveOutbox.queue_all``)."""
 
     name = "archive catch-up"
 
@@ -322,22 +466,35 @@ class ArchiveCatchUp(BackgroundLoop):
         *,
         idle_seconds: float = IDLE_POLL_SECONDS,
         backoff_max_seconds: float = BACKOFF_MAX_SECONDS,
+        linger_seconds: float = LINGER_SECONDS,
     ) -> None:
         self.outbox = outbox
         self.archive = archive
         self.idle_seconds = idle_seconds
+        self.linger_seconds = linger_seconds
         self.backoff_max_seconds = backoff_max_seconds
         super().__init__()
+
+    def start(self) -> None:
+        """Start draining; from now on this process's writers queue every write."""
+        super().start()
+        self.outbox.queue_all = True
+
+    async def stop(self) -> None:
+        """Stop draining; writers go back to writing MongoDB directly."""
+        self.outbox.queue_all = False
+        await super().stop()
 
     async def run(self) -> None:
         """Loop until cancelled."""
         delay = BACKOFF_FIRST_SECONDS
         failing = False
         while True:
+            # Cleared before the queue is read: a push from now on wakes the idle wait.
+            self.outbox.pushed.clear()
             try:
-                applied = (
-                    await self.outbox.drain(self.archive) if await self.outbox.pending() else 0
-                )
+                queued = await self.outbox.pending()
+                applied = await self.outbox.drain(self.archive) if queued else 0
             except Exception as exc:
                 if not failing:
                     logger.warning(
@@ -354,18 +511,27 @@ class ArchiveCatchUp(BackgroundLoop):
                 failing = False
             delay = BACKOFF_FIRST_SECONDS
             if applied:
-                logger.info("archive catch-up: %d queued writes applied", applied)
+                logger.debug("archive: %d queued writes applied", applied)
+            elif queued:
+                # Another process holds the lock: look again soon, as it may
+                # have read the queue before our writers' latest push.
+                await asyncio.sleep(LOCKED_POLL_SECONDS)
             else:
-                # Nothing queued, or another process holds the lock and drains.
                 await self._idle()
 
     async def _idle(self) -> None:
-        self.outbox.pushed.clear()
         # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow the
         # cancellation that stops this loop at shutdown.
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.idle_seconds):
                 await self.outbox.pushed.wait()
+        if not self.outbox.pushed.is_set() or not self.outbox.queue_all:
+            return
+        # Writes queued: let the ones behind gather into the same batch.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.linger_seconds):
+                await self.outbox.flush_wanted.wait()
+        self.outbox.flush_wanted.clear()
 
 
 # -- which outbox an archive writes through -------------------------------------
@@ -393,6 +559,9 @@ async def archive_write(
     """Apply ``op`` through ``outbox`` (default: the one attached to ``archive``);
     without an outbox, best-effort. Never raises.
 
+    While an archiver drains the outbox (``ArchiveOutbox.queue_all``) the write
+    is queued for it instead: see ``archive_later``.
+
     Returns:
         True when the archive took it now.
     """
@@ -400,6 +569,9 @@ async def archive_write(
         return False
     outbox = outbox or attached_outbox(archive)
     if outbox is not None:
+        if outbox.queue_all:
+            await outbox.enqueue(archive, op)
+            return False
         return await outbox.write(archive, op)
     try:
         await op.apply(archive)
@@ -407,6 +579,29 @@ async def archive_write(
         logger.warning("cannot archive %s: %s", op.describe(), exc)
         return False
     return True
+
+
+async def archive_later(
+    archive: RunArchive | None, *ops: ArchiveOperation, outbox: ArchiveOutbox | None = None
+) -> int | None:
+    """Hand operations to the archiver in one Redis round trip, off the caller's
+    critical path; MongoDB sees them in the archiver's next batch, in this order.
+
+    Without an archiver draining the outbox in this process (tests, tools), the
+    operations are written one by one as ``archive_write`` does. Never raises.
+
+    Returns:
+        The ticket to wait for with ``ArchiveOutbox.applied_through``, or None
+        when nothing was queued.
+    """
+    if archive is None:
+        return None
+    outbox = outbox or attached_outbox(archive)
+    if outbox is not None and outbox.queue_all:
+        return await outbox.enqueue(archive, *ops)
+    for op in ops:
+        await archive_write(archive, op, outbox=outbox)
+    return None
 
 
 __all__ = [
@@ -419,6 +614,7 @@ __all__ = [
     "SaveMessages",
     "SaveNodeReport",
     "UpdateRun",
+    "archive_later",
     "archive_write",
     "attach_outbox",
     "attached_outbox",

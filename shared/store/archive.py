@@ -62,12 +62,13 @@ how this module stays inside the common subset:
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import orjson
-from pymongo import ASCENDING, DESCENDING, AsyncMongoClient
+from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, InsertOne, ReplaceOne, UpdateOne
 from pymongo.errors import BulkWriteError, PyMongoError
 
 from spindle.shared.bus.message_bus import StoredMessage
@@ -94,6 +95,15 @@ if TYPE_CHECKING:
     from spindle.shared.platform.settings import Settings
 
 DUPLICATE_KEY = 11000
+# Collections whose documents are inserted once and never changed (a second insert
+# of one is a duplicate-key error, ignored): bulks to them need no order.
+INSERT_ONLY = frozenset({"messages"})
+
+# Strings: subscripting pymongo's generic requests at import time touches a lock
+# the workflow sandbox restricts (this module is imported there too).
+ArchiveRequest: TypeAlias = "InsertOne[dict[str, Any]] | UpdateOne | ReplaceOne[dict[str, Any]]"
+ArchiveWrite: TypeAlias = "tuple[str, ArchiveRequest]"
+"""One write request and the collection it goes to."""
 # Run records leave out the document's port data (``spindle.shared.store.run_document``).
 NOT_PORT_DATA = {"portData": 0}
 
@@ -163,6 +173,34 @@ class RunArchive:
             return False
         return True
 
+    async def bulk_apply(self, writes: Sequence[ArchiveWrite]) -> None:
+        """Apply write requests: one bulk command per collection, in their order.
+
+        Inserts of documents that exist already are skipped (idempotent replays).
+        The run documents are written last: a run the archive shows as finished
+        has its messages, node reports and trace archived already.
+
+        Raises:
+            PyMongoError: a write MongoDB did not take (the others may have been).
+        """
+        by_collection: dict[str, list[ArchiveRequest]] = {}
+        for collection, request in writes:
+            by_collection.setdefault(collection, []).append(request)
+        runs = by_collection.pop("runs", None)
+        await asyncio.gather(
+            *(self._bulk(name, requests) for name, requests in by_collection.items())
+        )
+        if runs:
+            await self._bulk("runs", runs)
+
+    async def _bulk(self, name: str, requests: list[ArchiveRequest]) -> None:
+        try:
+            await self._db[name].bulk_write(requests, ordered=name not in INSERT_ONLY)
+        except BulkWriteError as exc:
+            errors = exc.details.get("writeErrors", [])
+            if any(error.get("code") != DUPLICATE_KEY for error in errors):
+                raise
+
     # -- runs ----------------------------------------------------------------
 
     async def create_run(self, record: RunRecord) -> None:
@@ -200,21 +238,7 @@ class RunArchive:
         Raises:
             ValueError: a field that ``RunRecord`` does not have.
         """
-        to_set = document_fields(fields)
-        update: dict[str, Any] = {}
-        if to_set:
-            update["$set"] = to_set
-        if "updated_at" not in fields:
-            # $currentDate, not $set: nx-27017 turns a $set datetime into a string.
-            update["$currentDate"] = {"updated_at": True}
-        if create_with is not None:
-            on_insert = {k: v for k, v in document_fields(create_with).items() if k not in to_set}
-            on_insert.setdefault("created_at", utcnow())
-            on_insert["workflowId"] = workflow_id
-            if "status" not in to_set:
-                # A run the worker reports on before the gateway wrote it is running.
-                on_insert.setdefault("status", "running")
-            update["$setOnInsert"] = storable(on_insert)
+        update = run_update_document(workflow_id, create_with=create_with, **fields)
         result = await self.runs.update_one(
             {"_id": workflow_id}, update, upsert=create_with is not None
         )
@@ -272,17 +296,7 @@ class RunArchive:
         """
         if not messages:
             return 0
-        docs = [
-            {
-                "_id": message_id(stream_id, m.seq),
-                "stream_id": stream_id,
-                "seq": m.seq,
-                "ts": m.ts,
-                "raw": m.raw.decode(),
-                **(trace_ids or {}),
-            }
-            for m in messages
-        ]
+        docs = message_documents(stream_id, messages, trace_ids=trace_ids)
         try:
             result = await self.messages_coll.insert_many(docs, ordered=False)
         except BulkWriteError as exc:
@@ -314,8 +328,7 @@ class RunArchive:
         self, workflow_id: str, report: NodeReport, *, input: Any = None, output: Any = None
     ) -> None:
         """Archive one node execution; saving it again replaces it (idempotent)."""
-        fields = storable(report.model_dump(mode="json"))
-        fields.update(workflow_id=workflow_id, input=storable(input), output=storable(output))
+        fields = node_report_fields(workflow_id, report, input=input, output=output)
         await self.node_reports_coll.update_one(
             {"_id": node_report_id(workflow_id, report)},
             {"$set": fields, "$setOnInsert": {"recorded_at": utcnow()}},
@@ -402,13 +415,97 @@ class RunArchive:
         await self.catalogs.delete_many({})
 
 
+# -- write requests (one call applies them; the archiver sends many in one bulk) --
+
+
+def run_update(
+    workflow_id: str, *, create_with: dict[str, Any] | None = None, **fields: Any
+) -> UpdateOne:
+    """The update ``RunArchive.update_run`` makes (see there), as a bulk request.
+
+    Raises:
+        ValueError: a field that ``RunRecord`` does not have.
+    """
+    update = run_update_document(workflow_id, create_with=create_with, **fields)
+    return UpdateOne({"_id": workflow_id}, update, upsert=create_with is not None)
+
+
+def run_update_document(
+    workflow_id: str, *, create_with: dict[str, Any] | None = None, **fields: Any
+) -> dict[str, Any]:
+    """The update operators of ``RunArchive.update_run``.
+
+    Raises:
+        ValueError: a field that ``RunRecord`` does not have.
+    """
+    to_set = document_fields(fields)
+    update: dict[str, Any] = {}
+    if to_set:
+        update["$set"] = to_set
+    if "updated_at" not in fields:
+        # $currentDate, not $set: nx-27017 turns a $set datetime into a string.
+        update["$currentDate"] = {"updated_at": True}
+    if create_with is not None:
+        on_insert = {k: v for k, v in document_fields(create_with).items() if k not in to_set}
+        on_insert.setdefault("created_at", utcnow())
+        on_insert["workflowId"] = workflow_id
+        if "status" not in to_set:
+            # A run the worker reports on before the gateway wrote it is running.
+            on_insert.setdefault("status", "running")
+        update["$setOnInsert"] = storable(on_insert)
+    return update
+
+
+def message_documents(
+    stream_id: str, messages: Sequence[StoredMessage], *, trace_ids: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """The ``messages`` documents of stored messages (``_id`` by stream and seq)."""
+    return [
+        {
+            "_id": message_id(stream_id, m.seq),
+            "stream_id": stream_id,
+            "seq": m.seq,
+            "ts": m.ts,
+            "raw": m.raw.decode(),
+            **(trace_ids or {}),
+        }
+        for m in messages
+    ]
+
+
+def node_report_write(
+    workflow_id: str, report: NodeReport, *, input: Any = None, output: Any = None
+) -> UpdateOne:
+    """The upsert ``RunArchive.save_node_report`` makes, as a bulk request."""
+    fields = node_report_fields(workflow_id, report, input=input, output=output)
+    return UpdateOne(
+        {"_id": node_report_id(workflow_id, report)},
+        {"$set": fields, "$setOnInsert": {"recorded_at": utcnow()}},
+        upsert=True,
+    )
+
+
+def node_report_fields(
+    workflow_id: str, report: NodeReport, *, input: Any = None, output: Any = None
+) -> dict[str, Any]:
+    """What a node report document holds besides its ``_id`` and ``recorded_at``."""
+    fields: dict[str, Any] = storable(report.model_dump(mode="json"))
+    fields.update(workflow_id=workflow_id, input=storable(input), output=storable(output))
+    return fields
+
+
 __all__ = [
+    "ArchiveRequest",
+    "ArchiveWrite",
     "RunArchive",
     "RunRecord",
     "StoredMessage",
     "as_utc",
+    "message_documents",
     "message_id",
     "node_report_id",
+    "node_report_write",
+    "run_update",
     "utcnow",
 ]
 

@@ -26,15 +26,15 @@ node report, its NodeMessages, its output in ``portData`` and its leaving
 
 from __future__ import annotations
 
-import asyncio
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 from pydantic import BaseModel, Field
-from pymongo import ASCENDING, ReplaceOne
+from pymongo import ASCENDING, ReplaceOne, UpdateOne
 
 from spindle.shared.contracts.runs import NodeReport
+from spindle.shared.store.archive import node_report_write
 from spindle.shared.store.run_document import (
     TRACE_COLLECTION,
     as_utc,
@@ -45,7 +45,7 @@ from spindle.shared.store.run_document import (
 )
 
 if TYPE_CHECKING:
-    from spindle.shared.store.archive import RunArchive
+    from spindle.shared.store.archive import ArchiveWrite, RunArchive
 
 SUMMARY_CHARS = 200
 DEFAULT_PORT = "output"
@@ -142,6 +142,10 @@ class NodeStarted(BaseModel):
     trace: list[TraceEntry] = Field(default_factory=list)
 
     async def apply(self, archive: RunArchive) -> None:
+        await archive.bulk_apply(self.writes())
+
+    def writes(self) -> list[ArchiveWrite]:
+        """The write requests of this operation (see ``RunArchive.bulk_apply``)."""
         to_set = document_fields({"current_node_id": self.node_id, **self.fields})
         update = {
             "$set": to_set,
@@ -150,12 +154,11 @@ class NodeStarted(BaseModel):
         }
         if self.create_with:
             update["$setOnInsert"] = insert_fields(self.workflow_id, self.create_with, to_set)
-        await asyncio.gather(
-            archive.runs.update_one(
-                {"_id": self.workflow_id}, update, upsert=bool(self.create_with)
-            ),
-            save_trace(archive, self.workflow_id, self.run_id, self.trace, self.stream_id),
-        )
+        run = UpdateOne({"_id": self.workflow_id}, update, upsert=bool(self.create_with))
+        return [
+            ("runs", run),
+            *trace_writes(self.workflow_id, self.run_id, self.trace, self.stream_id),
+        ]
 
     def describe(self) -> str:
         return f"start of node {self.node_id} in {self.workflow_id}"
@@ -185,6 +188,10 @@ class NodeFinished(BaseModel):
     )
 
     async def apply(self, archive: RunArchive) -> None:
+        await archive.bulk_apply(self.writes())
+
+    def writes(self) -> list[ArchiveWrite]:
+        """The write requests of this operation (see ``RunArchive.bulk_apply``)."""
         node = self.report.node_id
         run_set: dict[str, Any] = {
             f"portData.{node}.{port}": v for port, v in self.port_data.items()
@@ -206,15 +213,15 @@ class NodeFinished(BaseModel):
             update["$set"] = storable(run_set)
         if self.create_with:
             update["$setOnInsert"] = insert_fields(self.workflow_id, self.create_with, run_set)
-        await asyncio.gather(
-            archive.save_node_report(
-                self.workflow_id, self.report, input=self.input, output=self.output
-            ),
-            save_trace(archive, self.workflow_id, self.run_id, self.trace, self.stream_id),
-            archive.runs.update_one(
-                {"_id": self.workflow_id}, update, upsert=bool(self.create_with)
-            ),
+        report = node_report_write(
+            self.workflow_id, self.report, input=self.input, output=self.output
         )
+        run = UpdateOne({"_id": self.workflow_id}, update, upsert=bool(self.create_with))
+        return [
+            ("node_reports", report),
+            *trace_writes(self.workflow_id, self.run_id, self.trace, self.stream_id),
+            ("runs", run),
+        ]
 
     def describe(self) -> str:
         return f"end of node {self.report.node_id} in {self.workflow_id}"
@@ -248,12 +255,16 @@ async def save_trace(
     ``stream_id`` (default: the run's own) is kept as ``streamId``: a workstream
     child's NodeMessages go with its parent's stream when the parent is pruned.
     """
-    if not entries:
-        return
+    if entries:
+        await archive.bulk_apply(trace_writes(workflow_id, run_id, entries, stream_id))
+
+
+def trace_writes(
+    workflow_id: str, run_id: str, entries: list[TraceEntry], stream_id: str | None = None
+) -> list[ArchiveWrite]:
+    """The upserts of ``save_trace`` (storing one again replaces it)."""
     docs = [entry.document(workflow_id, run_id, stream_id) for entry in entries]
-    await archive.run_trace_coll.bulk_write(
-        [ReplaceOne({"_id": doc["_id"]}, doc, upsert=True) for doc in docs], ordered=False
-    )
+    return [(TRACE_COLLECTION, ReplaceOne({"_id": doc["_id"]}, doc, upsert=True)) for doc in docs]
 
 
 async def run_trace(archive: RunArchive, workflow_id: str) -> list[dict[str, Any]]:

@@ -2,7 +2,8 @@
 
     .venv/bin/python -m tests.bench.run
         [--only nodes|sse|updates|load|workstreams|jsonrpc|telemetry|scale|tokens|browser|redis
-                |history|items|budgets|hitl|fanout|wfstreams] [--history-nodes 5000] [--items 10000]
+                |history|items|budgets|hitl|fanout|wfstreams|throughput] [--history-nodes 5000]
+        [--items 10000]
         [--budget-turns 40] [--hitl-answers 20]
         [--items-concurrency 16]
         [--nodes 50] [--messages 300] [--repeat 3] [--load-runs 200] [--load-concurrency N]
@@ -12,7 +13,10 @@
 Starts its own tuned Temporal dev server, Redis and Mongo wire server on free
 loopback ports, then prints (each section, or those chosen with ``--only``):
 
-- ``nodes``: per-node overhead of a graph run vs a bare Temporal activity (ratio);
+- ``nodes``: per-node overhead of a graph run vs a bare Temporal activity (ratio), in
+  wall time and in CPU time of this process (worker and client), with the archive
+  path of a deployed worker (outbox and batching archiver), and the MongoDB
+  documents and write commands per node (see ``tests.bench.node_cost``);
 - ``sse``: message post → SSE receipt latency p50/p99 vs a bare Redis publish → subscribe;
 - ``updates``: ``/updates`` time plain and gzip and the gzip ratio for 1000 messages
   of a real agent run (see ``tests.bench.updates``);
@@ -50,6 +54,9 @@ loopback ports, then prints (each section, or those chosen with ``--only``):
 - ``budgets``: budget accounting overhead per LLM turn: ms per turn (with its tool
   call) of an agent with a budget whose caps are never reached vs without one, and
   their ratio (see ``tests.bench.budgets``).
+- ``throughput``: runs per second of the ``pipeline`` graph, many in flight, vs a
+  bare chain of as many activities per workflow, with CPU and MongoDB writes per
+  run (see ``tests.bench.node_cost``).
 - ``hitl``: a human's answer → the run resumes (takes it and asks the next prompt),
   and the answer's update round trip, each against a bare Temporal Update round
   trip (ratios; see ``tests.bench.hitl``).
@@ -94,6 +101,7 @@ from tests.bench.hitl import bench_hitl
 from tests.bench.items import bench_items
 from tests.bench.jsonrpc import bench_jsonrpc
 from tests.bench.load import LOAD_INPUTS, LoadBudgetExceeded, LoadErrors, LoadOptions, bench_load
+from tests.bench.node_cost import archived_documents, archiving, bench_throughput, mongo_writes
 from tests.bench.redis_topologies import bench_redis_topologies
 from tests.bench.scale import ScaleBudgetExceeded, ScaleOptions, bench_scale
 from tests.bench.stack import bench_stack
@@ -126,6 +134,7 @@ SECTIONS = (
     "hitl",
     "fanout",
     "wfstreams",
+    "throughput",
 )
 
 
@@ -159,6 +168,7 @@ async def bench_nodes(
         return value
 
     floor: list[float] = []
+    floor_cpu: list[float] = []
     async with Worker(
         client, task_queue="bench-floor", workflows=[BareActivities], activities=[bench_noop]
     ):
@@ -169,7 +179,7 @@ async def bench_nodes(
             task_queue="bench-floor",
         )
         for _ in range(repeat):
-            start = time.perf_counter()
+            cpu, start = time.process_time(), time.perf_counter()
             await client.execute_workflow(
                 BareActivities.run,
                 NoopBatch(count=nodes),
@@ -177,16 +187,22 @@ async def bench_nodes(
                 task_queue="bench-floor",
             )
             floor.append((time.perf_counter() - start) * 1000 / nodes)
+            floor_cpu.append((time.process_time() - cpu) * 1000 / nodes)
 
+    writes = mongo_writes()
     bus = MessageBus.from_settings(settings)
     archive = RunArchive.from_settings(settings)
     await archive.ensure_indexes()
     spec = parse_graph(chain_graph(nodes))
     spindle: list[float] = []
+    spindle_cpu: list[float] = []
+    docs = commands = 0
     worker = build_worker(client, settings, bus=bus, archive=archive, task_queue="bench-spindle")
-    async with worker:
+    # The archive path of a deployed worker: outbox attached, archiver draining it.
+    async with archiving(bus, archive, settings), worker:
         for i in range(repeat + 1):
-            start = time.perf_counter()
+            docs_before, (commands_before, _) = await archived_documents(archive), writes.snapshot()
+            cpu, start = time.process_time(), time.perf_counter()
             result = await client.execute_workflow(
                 GRAPH_RUN_WORKFLOW,
                 GraphRunInput(graph=spec, input={}),
@@ -195,19 +211,30 @@ async def bench_nodes(
                 result_type=GraphRunResult,
             )
             elapsed = (time.perf_counter() - start) * 1000 / nodes
+            cpu_ms = (time.process_time() - cpu) * 1000 / nodes
             if result.status != "completed":
                 raise RuntimeError(f"bench graph ended {result.status}: {result.error}")
             if i:  # the first run warms caches and the sandbox
                 spindle.append(elapsed)
+                spindle_cpu.append(cpu_ms)
+                # finish_run waited for the archiver: the run is archived whole.
+                docs += await archived_documents(archive) - docs_before
+                commands += writes.snapshot()[0] - commands_before
     await bus.close()
     await archive.close()
     node_ms = statistics.median(spindle)
     floor_ms = statistics.median(floor)
+    node_cpu, bare_cpu = statistics.median(spindle_cpu), statistics.median(floor_cpu)
     return {
         "nodes_per_run": nodes,
         "bare_activity_ms": round(floor_ms, 2),
         "graph_node_ms": round(node_ms, 2),
         "node_overhead_ratio": round(node_ms / floor_ms, 2),
+        "bare_activity_cpu_ms": round(bare_cpu, 3),
+        "graph_node_cpu_ms": round(node_cpu, 3),
+        "node_cpu_ratio": round(node_cpu / bare_cpu, 2),
+        "mongo_documents_per_node": round(docs / (repeat * nodes), 2),
+        "mongo_write_commands_per_node": round(commands / (repeat * nodes), 2),
     }
 
 
@@ -346,6 +373,10 @@ async def _workflow_sections(
         )
     if "hitl" in chosen:
         results["hitl_answer"] = await bench_hitl(client, settings, prompts=args.hitl_answers)
+    if "throughput" in chosen:
+        results["throughput"] = await bench_throughput(
+            client, settings, runs=args.throughput_runs, concurrency=args.throughput_concurrency
+        )
     return results
 
 
@@ -415,6 +446,12 @@ def main() -> None:
     )
     parser.add_argument("--fanout-viewers", type=int, default=1000, help="SSE viewers (fanout)")
     parser.add_argument("--fanout-messages", type=int, default=50, help="messages (fanout)")
+    parser.add_argument(
+        "--throughput-runs", type=int, default=60, help="runs of each pass (throughput section)"
+    )
+    parser.add_argument(
+        "--throughput-concurrency", type=int, default=20, help="runs in flight (throughput)"
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     try:

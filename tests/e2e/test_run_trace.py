@@ -168,8 +168,14 @@ async def test_the_start_request_the_workflow_and_the_answer_share_the_runs_trac
     assert signal_request[0].kind == SERVER
     assert one(trace, "HandleUpdate:UserInput").service == "spindle-worker"
 
-    # The archive names the same trace: the run document and every message.
-    doc = await mongo["runs"].find_one({"_id": workflow_id})
+    # The archive names the same trace: the run document and every message. The
+    # worker's archiver writes the run's end (its document last) after the
+    # workflow's own status says completed.
+    async def archived_as_completed() -> dict[str, Any] | None:
+        found = await mongo["runs"].find_one({"_id": workflow_id})
+        return found if found is not None and found.get("status") == "completed" else None
+
+    doc = await eventually(archived_as_completed, what="the run archived as completed")
     assert doc["traceId"] == trace_id
     assert doc["traceparent"].startswith(f"00-{trace_id}-{request.span_id}-")
     messages = await mongo["messages"].find({"stream_id": workflow_id}).to_list()

@@ -27,6 +27,7 @@ from spindle.worker.archive_outbox import (
     SaveMessages,
     SaveNodeReport,
     UpdateRun,
+    archive_later,
     archive_write,
     attach_outbox,
 )
@@ -182,3 +183,72 @@ async def test_the_catch_up_loop_drains_what_writers_queued(
     finally:
         await catch_up.stop()
     assert await outbox.pending() == 0
+
+
+# -- the archiver: every write queued, written in batches ------------------------
+
+
+async def test_while_the_archiver_runs_writes_are_queued_and_written_once_in_batches(
+    outbox: ArchiveOutbox, archive: RunArchive
+) -> None:
+    archiver = ArchiveCatchUp(outbox, archive, idle_seconds=0.05)
+    archiver.start()
+    attach_outbox(archive, outbox)
+    try:
+        assert outbox.queue_all, "a running archiver makes writers queue"
+        first = await archive_later(archive, messages("s7", 1, 2), messages("s7", 2, 3))
+        assert first is not None
+        last = await archive_later(
+            archive,
+            UpdateRun(workflow_id="w7", create_with=IDENTITY, fields={"status": "running"}),
+            UpdateRun(workflow_id="w7", fields={"status": "completed"}),
+        )
+        assert last is not None and last > first
+        assert await outbox.applied_through(last, within=10), "the archiver wrote them"
+    finally:
+        attach_outbox(archive, None)
+        await archiver.stop()
+    assert not outbox.queue_all
+    assert await outbox.pending() == 0
+    # Seq 2 was queued twice: archived once; the run's updates landed in order.
+    assert [m.seq for m in await archive.messages("s7")] == [1, 2, 3]
+    run = await archive.get_run("w7")
+    assert run is not None and run.status == "completed"
+
+
+async def test_a_batch_written_twice_changes_nothing(
+    outbox: ArchiveOutbox, archive: RunArchive, redis: aioredis.Redis
+) -> None:
+    """A drainer that wrote a batch and died before popping it: the next one
+    writes the same batch again, and the archive holds each message once."""
+    ops: list[ArchiveOperation] = [
+        messages("s8", 1, 2),
+        SaveNodeReport(
+            workflow_id="w8",
+            report=NodeReport(node_id="n1", node_type="tool", status=NodeStatus.SUCCESS),
+            output={"v": 1},
+        ),
+        messages("s8", 3),
+    ]
+    for op in ops:
+        await op.apply(archive)  # the dead drainer's write
+    await outbox.push(*ops)
+    assert await outbox.drain(archive) == 3
+    assert await outbox.pending() == 0
+    assert [m.seq for m in await archive.messages("s8")] == [1, 2, 3]
+    assert [r["node_id"] for r in await archive.node_reports("w8")] == ["n1"]
+    assert int(await redis.get(outbox.done_key) or 0) == int(await redis.get(outbox.queued_key))
+
+
+async def test_a_writer_waiting_for_the_archive_gives_up_while_mongo_is_down(
+    outbox: ArchiveOutbox, down: RunArchive
+) -> None:
+    archiver = ArchiveCatchUp(outbox, down, idle_seconds=0.05)
+    archiver.start()
+    try:
+        ticket = await archive_later(down, messages("s9", 1), outbox=outbox)
+        assert ticket is not None
+        assert await outbox.applied_through(ticket, within=0.3) is False
+    finally:
+        await archiver.stop()
+    assert await outbox.pending() == 1, "the write waits in Redis for MongoDB"

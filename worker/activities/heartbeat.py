@@ -30,9 +30,12 @@ async def heartbeating(*details: object) -> AsyncIterator[None]:
     interval = max(info.heartbeat_timeout.total_seconds() / 3, _MIN_INTERVAL)
 
     async def beat() -> None:
+        # The first beat after one interval, not at once: the heartbeat timeout
+        # counts from the attempt's start, and a quick node (most of them) then
+        # sends no heartbeat at all, one message to Temporal less per node.
         while True:
-            activity.heartbeat(*details)
             await asyncio.sleep(interval)
+            activity.heartbeat(*details)
 
     task = asyncio.create_task(beat())
     try:

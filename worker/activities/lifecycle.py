@@ -67,13 +67,18 @@ class LifecycleActivities:
             "current_nodes": [],
             "pending_input": None,
         }
-        await self.recorder.update_run(finish.run, **fields)
         if self.archive is not None:
             # A finished run answers no prompt: out of every inbox.
             await kept_if_possible(
                 PromptStore(self.archive.database).close_run(finish.run.workflow_id), "closed"
             )
-        await poster.archive()
+        await poster.check_current()
+        ticket = await self.recorder.archive_later(
+            self.recorder.run_update(finish.run, **fields), poster.archive_op()
+        )
+        # The nodes' archive writes went to the archiver; a run that has ended is
+        # archived whole (MongoDB up), so wait for it here, once per run.
+        await self.recorder.flushed(ticket)
         # Task runs: every task still active gets its end, the root the run's.
         await self.tasks.run_finished(finish.run, status=status.value, error=finish.error)
         await notify_webhook(self.bus, finish.run, status.value, _outcome(finish))

@@ -124,14 +124,14 @@ class NodeActivities:
             # attempt a newer one has superseded records nothing.
             await poster.check_current()
             start_recorded = await recording_start.settle()
-            await self.recorder.save_report(
+            finished = self.recorder.finished(
                 execution,
                 report,
                 input=envelope_in,
                 output=output_envelope(execution, None, error=error),
                 current=not start_recorded,
             )
-            await poster.archive()
+            await self.recorder.archive_later(finished, poster.archive_op())
             raise
 
         report = build_report(
@@ -142,7 +142,7 @@ class NodeActivities:
         )
         await poster.check_current()
         start_recorded = await recording_start.settle()
-        await self.recorder.save_report(
+        finished = self.recorder.finished(
             execution,
             report,
             input=envelope_in,
@@ -151,7 +151,8 @@ class NodeActivities:
             ),
             current=not start_recorded,
         )
-        await poster.archive()
+        # One Redis push: the archiver writes it to MongoDB off the node's path.
+        await self.recorder.archive_later(finished, poster.archive_op())
         if node.type == TOOL.name:  # a tool node is a tool call for the spend metrics
             metrics.tool_called(execution.run.tenant_id, execution.run.graph_name)
         await self.tasks.node_finished(execution, result.data)

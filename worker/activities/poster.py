@@ -14,6 +14,7 @@ in the archive outbox (``spindle.worker.archive_outbox``) until it can.
 from __future__ import annotations
 
 import logging
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
@@ -27,6 +28,8 @@ from spindle.worker.archive_outbox import SaveMessages, archive_write
 from spindle.worker.contracts import RunRef
 
 if TYPE_CHECKING:
+    from redis.commands.core import AsyncScript
+
     from spindle.shared.bus.message_bus import MessageBus
     from spindle.shared.store.archive import RunArchive
     from spindle.worker.archive_outbox import ArchiveOutbox
@@ -46,6 +49,17 @@ return attempt
 """
 # Attempts overlap at most for a node's start-to-close timeout (at most a day).
 FENCE_TTL_SECONDS = 2 * 86_400
+
+
+_FENCE_SCRIPTS: weakref.WeakKeyDictionary[MessageBus, AsyncScript] = weakref.WeakKeyDictionary()
+
+
+def _fence_script(bus: MessageBus) -> AsyncScript:
+    """The fence script of ``bus``, registered once (registering hashes the script)."""
+    script = _FENCE_SCRIPTS.get(bus)
+    if script is None:
+        script = _FENCE_SCRIPTS[bus] = bus.redis.register_script(FENCE_SCRIPT)
+    return script
 
 
 def fence_key(stream_id: str, workflow_id: str, run_id: str, activity_id: str) -> str:
@@ -123,7 +137,7 @@ class MessagePoster:
         """
         if self._fence is None:
             return
-        script = self.bus.redis.register_script(FENCE_SCRIPT)
+        script = _fence_script(self.bus)
         latest = int(await script(keys=[self._fence], args=[self.attempt, FENCE_TTL_SECONDS]))
         self._claimed = True
         if latest > self.attempt:
@@ -143,11 +157,17 @@ class MessagePoster:
             )
 
     async def announce_retry(self, what: str) -> None:
-        """Claim this attempt (``check_current``); on attempt > 1, post RESTARTING
-        once ("retrying <what> (attempt n)")."""
+        """On attempt > 1, claim this attempt (``check_current``) and post
+        RESTARTING once ("retrying <what> (attempt n)").
+
+        The first attempt has no older one to fence off: it claims with its first
+        post or archive write (each checks first), one Redis round trip less a node.
+        """
+        if self.attempt <= 1:
+            return
         if not self._claimed:
             await self.check_current()
-        if self._announced or self.attempt <= 1:
+        if self._announced:
             return
         self._announced = True
         await self._post(
@@ -182,8 +202,8 @@ class MessagePoster:
         final: bool | None,
         dedup_key: str,
     ) -> PostResult:
-        if self._claimed:
-            await self.check_current()
+        # Before every post: an attempt a newer one has superseded posts nothing more.
+        await self.check_current()
         if self.attempt > 1 and (details is None or isinstance(details, dict)):
             details = {**(details or {}), "attempt": self.attempt}
         message = create_compact_message(
@@ -219,10 +239,18 @@ class MessagePoster:
     async def archive(self) -> None:
         """Save the stored messages to the archive, now or (MongoDB down) through
         the outbox; never raises."""
-        if self._archive is None or not self.stored:
+        op = self.archive_op()
+        if op is None:
             return
-        if self._claimed:
-            await self.check_current()
-        # The activity's span posted them: archived messages name their trace.
-        op = SaveMessages.of(self.run.stream_id, list(self.stored), trace_ids=current_trace_ids())
+        await self.check_current()
         await archive_write(self._archive, op, outbox=self._outbox)
+
+    def archive_op(self) -> SaveMessages | None:
+        """The archive operation of the stored messages (None: nothing to save).
+
+        The caller checks first that this attempt is still current (``check_current``).
+        """
+        if self._archive is None or not self.stored:
+            return None
+        # The activity's span posted them: archived messages name their trace.
+        return SaveMessages.of(self.run.stream_id, list(self.stored), trace_ids=current_trace_ids())

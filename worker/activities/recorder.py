@@ -9,7 +9,6 @@ MongoDB answers; without an outbox, the write is logged and dropped.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from datetime import UTC, datetime
@@ -30,7 +29,13 @@ from spindle.shared.store.run_trace import (
     bounded_output,
     port_key,
 )
-from spindle.worker.archive_outbox import UpdateRun, archive_write
+from spindle.worker.archive_outbox import (
+    ArchiveOperation,
+    UpdateRun,
+    archive_later,
+    archive_write,
+    attached_outbox,
+)
 from spindle.worker.contracts import NodeExecution, RunRef
 from spindle.worker.envelope import NodeMessage, NodeMessageMeta, TraceStep
 
@@ -210,16 +215,20 @@ NODE_START_RECORD_DELAY_SECONDS = 0.2
 
 class NodeStartRecord:
     """The archive's record that a node started, written only if it still runs
-    after ``NODE_START_RECORD_DELAY_SECONDS``."""
+    after ``NODE_START_RECORD_DELAY_SECONDS``.
+
+    A timer, not a sleeping task: most nodes end first, and then nothing but the
+    timer was made (no task to create, cancel and await per node).
+    """
 
     def __init__(self, recorder: RunRecorder, execution: NodeExecution) -> None:
-        self._writing = False
-        self._task = asyncio.create_task(self._write_later(recorder, execution))
+        self._task: asyncio.Task[None] | None = None
+        self._timer = asyncio.get_running_loop().call_later(
+            NODE_START_RECORD_DELAY_SECONDS, self._write, recorder, execution
+        )
 
-    async def _write_later(self, recorder: RunRecorder, execution: NodeExecution) -> None:
-        await asyncio.sleep(NODE_START_RECORD_DELAY_SECONDS)
-        self._writing = True
-        await recorder.node_started(execution)
+    def _write(self, recorder: RunRecorder, execution: NodeExecution) -> None:
+        self._task = asyncio.create_task(recorder.node_started(execution))
 
     async def settle(self) -> bool:
         """Wait for a write under way, or call it off before it began.
@@ -227,16 +236,16 @@ class NodeStartRecord:
         Returns:
             True when the start was written; False when the end must say it.
         """
-        if self._writing:
+        if self._task is not None:
             await self._task
             return True
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+        self._timer.cancel()
         return False
 
     def cancel(self) -> None:
-        self._task.cancel()
+        self._timer.cancel()
+        if self._task is not None:
+            self._task.cancel()
 
 
 class RunRecorder:
@@ -267,6 +276,21 @@ class RunRecorder:
             current: also make the node the run's ``currentNodeId`` (its start
                 was not recorded apart: see ``NodeStartRecord``).
         """
+        op = self.finished(execution, report, input=input, output=output, current=current)
+        if op is not None:
+            await archive_write(self.archive, op, outbox=self.outbox)
+
+    def finished(
+        self,
+        execution: NodeExecution,
+        report: NodeReport,
+        *,
+        input: NodeMessage | None = None,
+        output: NodeMessage | None = None,
+        current: bool = False,
+    ) -> NodeFinished | None:
+        """Count a node's end (metrics, span) and build its archive operation
+        (None: archiving is off); ``save_report`` writes it."""
         metrics.node_executed(
             execution.run.workflow_id, report.node_type, report.status.value, report.duration_ms
         )
@@ -279,7 +303,7 @@ class RunRecorder:
             duration_ms=report.duration_ms,
         )
         if self.archive is None:
-            return
+            return None
         node, visit = execution.node.id, execution.visit
         trace = [_entry(input, "input", node, visit)] if input is not None else []
         if output is not None:
@@ -288,7 +312,7 @@ class RunRecorder:
         if output is not None and report.status is NodeStatus.SUCCESS:
             max_bytes = get_settings().archive_port_data_max_bytes
             ports[port_key(output.from_port)] = bounded_output(output.payload, max_bytes)
-        op = NodeFinished(
+        return NodeFinished(
             workflow_id=execution.run.workflow_id,
             run_id=execution.run.run_id,
             stream_id=execution.run.stream_id,
@@ -301,7 +325,22 @@ class RunRecorder:
             current_node_id=node if current else None,
             create_with=_create_with(execution) if current else {},
         )
-        await archive_write(self.archive, op, outbox=self.outbox)
+
+    async def archive_later(self, *ops: ArchiveOperation | None) -> int | None:
+        """Hand operations to the archiver in one round trip (see
+        ``spindle.worker.archive_outbox.archive_later``); None entries are skipped."""
+        taken = [op for op in ops if op is not None]
+        if self.archive is None or not taken:
+            return None
+        return await archive_later(self.archive, *taken, outbox=self.outbox)
+
+    async def flushed(self, ticket: int | None) -> bool:
+        """Wait (at most the outbox's write timeout) until the archiver has written
+        everything queued up to ``ticket``; True when it has (or nothing was queued)."""
+        outbox = self.outbox or attached_outbox(self.archive)
+        if ticket is None or outbox is None:
+            return True
+        return await outbox.applied_through(ticket, within=outbox.write_timeout)
 
     async def node_started(self, execution: NodeExecution) -> None:
         """Record that a node began: the run's ``currentNodeId`` and ``current_nodes``."""
@@ -325,17 +364,23 @@ class RunRecorder:
         A ``pending_input`` (a prompt asked) also makes its node current and
         records seed 000's prompt NodeMessage in the run's trace.
         """
+        op = self.run_update(run, **fields)
+        if op is not None:
+            await archive_write(self.archive, op, outbox=self.outbox)
+
+    def run_update(self, run: RunRef, **fields: Any) -> NodeStarted | UpdateRun | None:
+        """Count a prompt asked or answered (metrics) and build the archive
+        operation of ``update_run`` (None: archiving is off)."""
         pending = fields.get("pending_input")
         if "pending_input" in fields:
             _count_prompt(run.workflow_id, pending)
         if self.archive is None:
-            return
+            return None
         fields.update(_trace_fields())
-        op: NodeStarted | UpdateRun
         if isinstance(pending, dict) and pending.get("node_id"):
             node_id = str(pending["node_id"])
             prompt = _entry(prompt_envelope(run, pending), "prompt", node_id, None)
-            op = NodeStarted(
+            return NodeStarted(
                 workflow_id=run.workflow_id,
                 run_id=run.run_id,
                 stream_id=run.stream_id,
@@ -344,9 +389,7 @@ class RunRecorder:
                 fields=fields,
                 trace=[prompt],
             )
-        else:
-            op = UpdateRun(workflow_id=run.workflow_id, create_with=_identity(run), fields=fields)
-        await archive_write(self.archive, op, outbox=self.outbox)
+        return UpdateRun(workflow_id=run.workflow_id, create_with=_identity(run), fields=fields)
 
 
 def _create_with(execution: NodeExecution) -> dict[str, Any]:
