@@ -9,6 +9,7 @@ default ``auto`` mode) and an ``elicitation/create`` request on a legacy session
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -48,12 +49,20 @@ async def test_each_registered_graph_is_a_tool_of_its_own_tenant_only(
     assert set(examples) <= set(tools)
     assert tools["approval-flow"].input_schema == example_graph("approval-flow")["input_schema"]
 
+    # A graph only alice's tenant has (a shared name such as approval-flow may be
+    # registered by the other tenant too: the tenant matrix test registers one).
+    private = {**example_graph("approval-flow"), "name": f"alice-only-{uuid.uuid4().hex[:8]}"}
+    async with httpx.AsyncClient(base_url=stack.base_url, headers=callers["alice"].headers) as a:
+        put = await a.put(f"/graphs/{private['name']}", json=private)
+        assert put.status_code in (200, 201), put.text
+    async with mcp_client(stack, callers["alice"]) as alice:
+        assert private["name"] in {t.name for t in (await alice.list_tools()).tools}
     async with mcp_client(stack, callers["mallory"]) as mallory:
-        assert "approval-flow" not in {t.name for t in (await mallory.list_tools()).tools}
+        assert private["name"] not in {t.name for t in (await mallory.list_tools()).tools}
         with pytest.raises(MCPError) as refused:
-            await mallory.call_tool("approval-flow", {"topic": "theirs"})
+            await mallory.call_tool(private["name"], {"topic": "theirs"})
     assert refused.value.code == types.INVALID_PARAMS
-    assert "unknown tool 'approval-flow'" in refused.value.message
+    assert f"unknown tool '{private['name']}'" in refused.value.message
 
 
 async def test_a_call_runs_the_graph_reports_progress_and_returns_its_output(
