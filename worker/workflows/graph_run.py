@@ -141,6 +141,7 @@ class GraphRun(WorkstreamHandlers):
         self._report_counts: dict[str, int] = {}
         self._reads: dict[str, frozenset[str] | None] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._stopping = False  # the run is stopping its nodes (see _stop_nodes)
         self._started: dict[str, datetime] = {}
         self._completions: list[_Completion] = []
         self._pending: dict[str, PendingInput] = {}  # insertion order = oldest first
@@ -482,6 +483,7 @@ class GraphRun(WorkstreamHandlers):
         return message
 
     async def _stop_nodes(self) -> None:
+        self._stopping = True
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
@@ -639,6 +641,10 @@ class GraphRun(WorkstreamHandlers):
                         workflow.patched(ASK_SETTLES_ON_CANCEL_PATCH)
                     ),
                 )
+                if self._stopping:
+                    # The ask ended after the cancel reached it, and Temporal reports
+                    # that as its result: the cancel still stands, nothing waits.
+                    raise asyncio.CancelledError()
             self._waiting[node.id] = CarriedWait(
                 visit=execution.visit, started_at=execution.started_at, pending=pending
             )
