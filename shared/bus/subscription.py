@@ -45,17 +45,9 @@ class Subscription:
         Raises:
             SubscriptionLost: the feed broke; events may have been missed.
         """
-        while not self._events:
-            if self._lost is not None:
-                raise SubscriptionLost(self._lost)
-            self._waiter = asyncio.get_running_loop().create_future()
-            try:
-                await self._waiter
-            finally:
-                self._waiter = None
-        if self._lost is not None:
-            raise SubscriptionLost(self._lost)
-        return self._events.popleft()
+        event = await self._next(pokable=False)
+        assert event is not None  # only a poke returns None, and pokes are ignored here
+        return event
 
     async def get_or_poked(self) -> LiveEvent | None:
         """Like ``get``, but returns None when ``poke()`` was called with nothing queued.
@@ -68,10 +60,13 @@ class Subscription:
         Raises:
             SubscriptionLost: the feed broke; events may have been missed.
         """
+        return await self._next(pokable=True)
+
+    async def _next(self, *, pokable: bool) -> LiveEvent | None:
         while not self._events:
             if self._lost is not None:
                 raise SubscriptionLost(self._lost)
-            if self._poked:
+            if pokable and self._poked:
                 self._poked = False
                 return None
             self._waiter = asyncio.get_running_loop().create_future()
