@@ -165,7 +165,7 @@ def node_timeout(node: NodeSpec, spec: NodeTypeSpec | None = None) -> timedelta:
         return timedelta(seconds=node.timeout_seconds)
     if spec is None:
         spec = BUILTIN_NODE_TYPES.get(node.type)
-    return type_timeout(spec, local=node.local)
+    return type_timeout(spec, local=runs_local(node, spec))
 
 
 def node_priority(node: NodeSpec) -> Priority:
@@ -189,6 +189,18 @@ def routed(graph: GraphSpec, node: NodeSpec) -> NodeSpec:
     if queue == node.task_queue:
         return node
     return node.model_copy(update={"task_queue": queue})
+
+
+def runs_local(node: NodeSpec, spec: NodeTypeSpec | None) -> bool:
+    """Whether ``node``'s ``execute_node`` is a local activity.
+
+    Its own ``local`` wins; unset, its type's default (``NodeTypeSpec.local``: router
+    and output), unless it runs on a task queue of its own (``node`` as ``routed``
+    returns it), which only a remote activity can reach.
+    """
+    if node.local is not None:
+        return node.local
+    return spec is not None and spec.local and node.task_queue is None
 
 
 def ask_cancellation(settles: bool) -> ActivityCancellationType:

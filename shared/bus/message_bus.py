@@ -59,13 +59,30 @@ class StoredMessage(NamedTuple):
 
 
 class PostResult(NamedTuple):
-    """Outcome of a post. ``raw`` is the stored bytes (empty when closed)."""
+    """Outcome of a post. ``raw`` is the stored bytes (empty when closed).
+
+    ``superseded``: a fenced post (``Fence``) refused because a newer attempt of
+    its activity has claimed the fence: that attempt's number (else 0).
+    """
 
     seq: int
     ts: int
     duplicate: bool
     closed: bool
     raw: bytes
+    superseded: int = 0
+
+
+class Fence(NamedTuple):
+    """An activity attempt's fencing token, checked and claimed by a fenced post.
+
+    ``key`` must share the stream's hash tag (``stream_key``) so the post script
+    stays on one Redis Cluster node.
+    """
+
+    key: str
+    attempt: int
+    ttl_seconds: int
 
 
 class LiveEvent(NamedTuple):
@@ -102,9 +119,20 @@ def stored_ts(raw: bytes) -> int:
 #       5 max messages             6 ttl seconds
 #       7 live channel             8 dedup keys kept
 #       9 PUBLISH, or SPUBLISH on a cluster
+# A fenced post adds KEYS[7] the activity's fence and ARGV 10 its attempt, 11 the
+# fence's ttl: an attempt older than the fence's posts nothing and gets
+# {latest attempt, 0, 0, 0, '', 1}; else it claims the fence and posts, in one
+# round trip instead of a fence check and a post.
 # Returns {seq, ts, duplicate 0|1, closed 0|1, stored bytes}.
 # Numbers stay below 2^53 (ms timestamps, counters), so Lua doubles are exact.
 POST_SCRIPT = """
+if #KEYS > 6 then
+  local current = tonumber(redis.call('GET', KEYS[7]) or '0')
+  if current > tonumber(ARGV[10]) then
+    return {current, 0, 0, 0, '', 1}
+  end
+  redis.call('SET', KEYS[7], ARGV[10], 'EX', ARGV[11])
+end
 local dedup_key = ARGV[3]
 if dedup_key ~= '' then
   local seen = redis.call('ZSCORE', KEYS[4], dedup_key)
@@ -145,7 +173,7 @@ end
 if ARGV[4] == '1' then
   redis.call('SET', KEYS[5], seq)
 end
-for i = 1, #KEYS do
+for i = 1, 6 do
   redis.call('EXPIRE', KEYS[i], ARGV[6])
 end
 redis.call(ARGV[9], ARGV[7], string.format('%d', seq) .. ' ' .. ARGV[4] .. ' ' .. stored)
@@ -161,7 +189,9 @@ def _post_body(message: CompactMessage) -> bytes:
 
 
 def _post_result(reply: Sequence[Any]) -> PostResult:
-    seq, ts, duplicate, closed, raw = reply
+    seq, ts, duplicate, closed, raw, *refused = reply
+    if refused:
+        return PostResult(0, 0, False, False, b"", superseded=int(seq))
     return PostResult(int(seq), int(ts), bool(duplicate), bool(closed), bytes(raw))
 
 
@@ -239,7 +269,12 @@ class MessageBus:
         ]
 
     async def post(
-        self, stream_id: str, message: CompactMessage, *, dedup_key: str | None = None
+        self,
+        stream_id: str,
+        message: CompactMessage,
+        *,
+        dedup_key: str | None = None,
+        fence: Fence | None = None,
     ) -> PostResult:
         """Append a message to a stream and publish it, atomically.
 
@@ -248,14 +283,19 @@ class MessageBus:
             message: the message; its ``ts`` is a lower bound, Redis assigns the final one.
             dedup_key: identifies the message across retries (activity id + index);
                 a key seen before returns the original seq with ``duplicate=True``.
+            fence: the posting attempt's fence, checked and claimed in the same
+                script: a superseded attempt posts nothing (``superseded`` set).
 
         Returns:
             The assigned seq and ts and the stored bytes, or ``closed=True`` (seq 0)
             when the conversation has already ended.
         """
-        reply = await self._post_script(
-            keys=self._keys(stream_id), args=self._args(stream_id, message, dedup_key)
-        )
+        keys = self._keys(stream_id)
+        args = self._args(stream_id, message, dedup_key)
+        if fence is not None:
+            keys.append(fence.key)
+            args.extend((fence.attempt, fence.ttl_seconds))
+        reply = await self._post_script(keys=keys, args=args)
         return _post_result(reply)
 
     async def post_many(

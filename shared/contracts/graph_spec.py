@@ -57,7 +57,13 @@ class NodeSpec(BaseModel):
     max_visits: int | None = Field(
         None, ge=1, le=10_000, description="bound on executions of this node (cycles)"
     )
-    local: bool = Field(False, description="run as a local activity (short pure nodes)")
+    local: bool | None = Field(
+        None,
+        description="run as a local activity (short pure nodes); default: the type's "
+        "(router and output: true, unless the node has a task queue)",
+        # Unset, left out: the payload stays what it was before the field was optional.
+        exclude_if=lambda value: value is None,
+    )
     task_queue: str | None = Field(
         None,
         pattern=TASK_QUEUE_PATTERN,

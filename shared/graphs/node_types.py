@@ -7,7 +7,8 @@ A spec says everything the rest of Spindle needs to know about a node type:
 - its default start-to-close timeout and retry policy, as plain numbers
   (``spindle.worker.policies`` turns them into Temporal objects),
 - how it runs (``RunKind``): as the ``execute_node`` activity, or driven by the
-  workflow itself (agent loop, human input, workstream launch),
+  workflow itself (agent loop, human input, workstream launch), and whether its
+  ``execute_node`` is a local activity unless the node says otherwise,
 - rules only that type has (``spindle.shared.graphs.node_rules``).
 
 Built-ins are declared once, below; plug-in types build the same spec through
@@ -103,6 +104,11 @@ class NodeTypeSpec:
             run's bookkeeping (lifecycle policy) or it has none, and a node's own
             ``retry`` does not apply.
         runs: how the workflow runs it.
+        local: its ``execute_node`` is a local activity unless the node sets
+            ``local: false`` or a task queue: for short pure types (router, output),
+            whose work is an expression and a post, a trip through the Temporal
+            server's task queues would cost more than the node itself
+            (docs/benchmarks.md#node-cost-and-throughput-run).
         sets_run_output: its output is the run's result (else the last node's is).
         rules: checks only this type has, run by graph validation.
         inline_node: the param holding a node definition the type runs itself
@@ -120,6 +126,7 @@ class NodeTypeSpec:
     timeout_seconds: float | None = None
     retry: RetryDefaults | None = field(default_factory=RetryDefaults)
     runs: RunKind = RunKind.ACTIVITY
+    local: bool = False
     sets_run_output: bool = False
     rules: tuple[NodeRule, ...] = ()
     inline_node: str | None = None
@@ -185,6 +192,7 @@ ROUTER = NodeTypeSpec(
     params=RouterParams,
     item_expressions=("routes.when",),
     timeout_seconds=30,
+    local=True,
     rules=(node_rules.router_conditions, node_rules.router_ports),
 )
 OUTPUT = NodeTypeSpec(
@@ -194,6 +202,7 @@ OUTPUT = NodeTypeSpec(
     deferred_templates=("message",),
     expressions=("select",),
     timeout_seconds=30,
+    local=True,
     sets_run_output=True,
 )
 WORKSTREAM = NodeTypeSpec(

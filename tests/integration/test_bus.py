@@ -16,6 +16,7 @@ from redis.crc import key_slot
 
 from spindle.shared.bus.message_bus import (
     KEY_PARTS,
+    Fence,
     MessageBus,
     live_channel,
     stored_ts,
@@ -97,6 +98,25 @@ async def test_same_dedup_key_twice_stores_once_and_returns_the_original_seq(
             assert msg is not None, "expected two live messages"
             published.append(msg["data"].split(b" ", 1)[0])
         assert published == [b"1", b"2"]
+
+
+async def test_a_fenced_post_of_a_superseded_attempt_posts_nothing(
+    bus: MessageBus, redis_client: RedisClient, stream_id: str
+) -> None:
+    key = stream_key(stream_id, "fence:wf:run:node.1")
+    first = await bus.post(stream_id, update("attempt 1"), fence=Fence(key, 1, 600))
+    second = await bus.post(stream_id, update("attempt 2"), fence=Fence(key, 2, 600))
+    late = await bus.post(stream_id, update("attempt 1, late"), fence=Fence(key, 1, 600))
+
+    assert (first.seq, first.superseded, second.seq, second.superseded) == (1, 0, 2, 0)
+    assert (late.seq, late.superseded, late.raw) == (0, 2, b"")
+    assert [orjson.loads(m.raw)["m"] for m in await bus.history(stream_id)] == [
+        "attempt 1",
+        "attempt 2",
+    ]
+    # The fence holds the newest attempt, for the TTL the post gave it.
+    assert await redis_client.get(key) == b"2"
+    assert 0 < await redis_client.ttl(key) <= 600
 
 
 async def test_post_many_keeps_order_and_dedups_within_the_batch(

@@ -13,6 +13,7 @@ from temporalio.common import Priority
 from spindle.shared.contracts.errors import GraphInvalid
 from spindle.shared.contracts.graph_spec import GraphSpec
 from spindle.shared.graphs.catalog import Catalog
+from spindle.shared.graphs.node_types import BUILTIN_NODE_TYPES
 from spindle.shared.graphs.structure import parse_graph
 from spindle.shared.graphs.validation import validate_graph
 from spindle.shared.platform.settings import Settings
@@ -71,6 +72,31 @@ def test_a_local_node_is_not_routed_by_the_mapping() -> None:
     spec = graph(nodes=nodes, task_queues={"output": "io"})
     validate_graph(spec, Catalog())
     assert spec.task_queue_of(spec.node("quick")) is None
+
+
+@pytest.mark.parametrize(
+    ("node", "task_queues", "local"),
+    [
+        ({"type": "output"}, {}, True),  # the type's default
+        ({"type": "router", "params": {"routes": []}}, {}, True),
+        ({"type": "output", "local": False}, {}, False),  # the node's own word wins
+        ({"type": "output", "task_queue": "io"}, {}, False),  # only an activity reaches a queue
+        ({"type": "output"}, {"output": "io"}, False),  # the graph's mapping too
+        ({"type": "tool", "params": {"tool": "word_count"}}, {}, False),
+        ({"type": "tool", "params": {"tool": "word_count"}, "local": True}, {}, True),
+    ],
+)
+def test_which_nodes_run_as_local_activities(
+    node: dict[str, Any], task_queues: dict[str, str], local: bool
+) -> None:
+    spec = graph(nodes=[{"id": "n", "params": {}, **node}], task_queues=task_queues)
+    routed = policies.routed(spec, spec.node("n"))
+    assert policies.runs_local(routed, BUILTIN_NODE_TYPES[routed.type]) is local
+
+
+def test_an_unset_local_leaves_the_node_payload_as_it_was() -> None:
+    spec = graph(nodes=[{"id": "n", "type": "output", "params": {}}])
+    assert "local" not in spec.node("n").model_dump()
 
 
 @pytest.mark.parametrize(

@@ -184,7 +184,7 @@ def docs_row(spec: NodeTypeSpec) -> list[str]:
         )
     return [
         f"`{spec.name}`",
-        f"`{spec.runs.value}`",
+        f"`{spec.runs.value}`" + (" (local)" if spec.local else ""),
         docs_cell(spec.checked_templates),
         docs_cell(spec.expressions),
         timeout,

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import logging
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from temporalio import activity
 
-from spindle.shared.bus.message_bus import PostResult, StoredMessage, stream_key
+from spindle.shared.bus.message_bus import Fence, PostResult, StoredMessage, stream_key
 from spindle.shared.contracts.errors import AttemptSuperseded, to_application_error
 from spindle.shared.contracts.messages import AgentMessageType, create_compact_message, cut_to_size
 from spindle.shared.platform.settings import get_settings
@@ -141,20 +141,22 @@ class MessagePoster:
         latest = int(await script(keys=[self._fence], args=[self.attempt, FENCE_TTL_SECONDS]))
         self._claimed = True
         if latest > self.attempt:
-            logger.warning(
-                "attempt %d of %s was superseded by attempt %d: its results are refused (%s)",
-                self.attempt,
-                self.activity_id,
-                latest,
-                self.run.stream_id,
+            self._refuse(latest)
+
+    def _refuse(self, latest: int) -> NoReturn:
+        logger.warning(
+            "attempt %d of %s was superseded by attempt %d: its results are refused (%s)",
+            self.attempt,
+            self.activity_id,
+            latest,
+            self.run.stream_id,
+        )
+        raise to_application_error(
+            AttemptSuperseded(
+                f"attempt {self.attempt} of {self.activity_id} was superseded by attempt {latest}",
+                context={"activity_id": self.activity_id, "attempt": self.attempt},
             )
-            raise to_application_error(
-                AttemptSuperseded(
-                    f"attempt {self.attempt} of {self.activity_id} was superseded by "
-                    f"attempt {latest}",
-                    context={"activity_id": self.activity_id, "attempt": self.attempt},
-                )
-            )
+        )
 
     async def announce_retry(self, what: str) -> None:
         """On attempt > 1, claim this attempt (``check_current``) and post
@@ -202,8 +204,6 @@ class MessagePoster:
         final: bool | None,
         dedup_key: str,
     ) -> PostResult:
-        # Before every post: an attempt a newer one has superseded posts nothing more.
-        await self.check_current()
         if self.attempt > 1 and (details is None or isinstance(details, dict)):
             details = {**(details or {}), "attempt": self.attempt}
         message = create_compact_message(
@@ -223,7 +223,13 @@ class MessagePoster:
                 self.run.stream_id,
                 self.max_message_bytes,
             )
-        result = await self.bus.post(self.run.stream_id, fitted, dedup_key=dedup_key)
+        # Every post checks and claims the fence in the same script: an attempt a
+        # newer one has superseded posts nothing more.
+        fence = None if self._fence is None else Fence(self._fence, self.attempt, FENCE_TTL_SECONDS)
+        result = await self.bus.post(self.run.stream_id, fitted, dedup_key=dedup_key, fence=fence)
+        if result.superseded:
+            self._refuse(result.superseded)
+        self._claimed = True
         self.results.append(result)
         if result.closed:
             logger.warning(

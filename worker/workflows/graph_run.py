@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
         DESCRIBE_QUERY,
         EXPIRY_USER,
         GRAPH_RUN_WORKFLOW,
+        PURE_NODES_LOCAL_PATCH,
         USER_INPUT_UPDATE,
         CarriedState,
         CarriedWait,
@@ -590,7 +591,10 @@ class GraphRun(WorkstreamHandlers):
         node = execution.node
         activity_id = f"{node.id}.{execution.visit}"
         retry = policies.node_retry(node, policies.type_retry(spec))
-        if node.local:
+        # A type's default (router, output) is new: runs recorded before it replay remote.
+        if policies.runs_local(node, spec) and (
+            node.local or workflow.patched(PURE_NODES_LOCAL_PATCH)
+        ):
             result: NodeOutcome = await workflow.execute_local_activity(
                 EXECUTE_NODE,
                 execution,
