@@ -16,11 +16,14 @@ Collections::
     messages      _id="<stream_id>:<seq:012d>"; stream_id, seq, ts, raw (str, the
                   stored compact JSON), traceId, spanId (of the posting span;
                   absent when tracing is off) — index (stream_id, seq) unique
-    run_trace     _id=messageId; one NodeMessage of a run with workflowId, nodeId,
-                  role, at, streamId (``spindle.shared.store.run_trace``) — indexes
-                  (workflowId, at), streamId
-    node_reports  _id="<workflow_id>:<node_id>:<visit>"; workflow_id, report fields,
-                  input (envelope), output (envelope) — index (workflow_id, started_at)
+    run_trace     _id=messageId; one NodeMessage of a run that no node report
+                  keeps (a prompt's), with workflowId, nodeId, role, at, streamId
+                  (``spindle.shared.store.run_trace``) — indexes (workflowId, at),
+                  streamId
+    node_reports  _id="<workflow_id>:<node_id>:<visit>"; workflow_id, stream_id,
+                  report fields, input (envelope), output (envelope), trace (the
+                  two envelopes' trace fields: role, at, attempt, traceId, …) —
+                  indexes (workflow_id, started_at), stream_id
     graphs        _id="<tenant_id>/<name>"; name, spec (dict), tenant_id, updated_at
     catalogs      _id=worker identity (default: a hash of the catalog); catalog, updated_at
                   — ``get_catalog`` merges them all, so workers offering
@@ -130,7 +133,7 @@ class RunArchive:
         self.node_reports_coll: AsyncCollection[dict[str, Any]] = self._db["node_reports"]
         self.graphs: AsyncCollection[dict[str, Any]] = self._db["graphs"]
         self.catalogs: AsyncCollection[dict[str, Any]] = self._db["catalogs"]
-        # One document per NodeMessage of a run (spindle.shared.store.run_trace).
+        # NodeMessages no node report keeps: prompts (spindle.shared.store.run_trace).
         self.run_trace_coll: AsyncCollection[dict[str, Any]] = self._db[TRACE_COLLECTION]
 
     @classmethod
@@ -156,6 +159,7 @@ class RunArchive:
         await self.node_reports_coll.create_index(
             [("workflow_id", ASCENDING), ("started_at", ASCENDING)], name="workflow_started"
         )
+        await self.node_reports_coll.create_index([("stream_id", ASCENDING)], name="stream")
         await self.run_trace_coll.create_index(
             [("workflowId", ASCENDING), ("at", ASCENDING)], name="workflow_at"
         )
@@ -474,10 +478,21 @@ def message_documents(
 
 
 def node_report_write(
-    workflow_id: str, report: NodeReport, *, input: Any = None, output: Any = None
+    workflow_id: str,
+    report: NodeReport,
+    *,
+    input: Any = None,
+    output: Any = None,
+    extra: dict[str, Any] | None = None,
 ) -> UpdateOne:
-    """The upsert ``RunArchive.save_node_report`` makes, as a bulk request."""
+    """The upsert ``RunArchive.save_node_report`` makes, as a bulk request.
+
+    ``extra``: more fields to set (a node's end sets ``stream_id`` and ``trace``,
+    see ``spindle.shared.store.run_trace.NodeFinished``).
+    """
     fields = node_report_fields(workflow_id, report, input=input, output=output)
+    if extra:
+        fields.update(storable(extra))
     return UpdateOne(
         {"_id": node_report_id(workflow_id, report)},
         {"$set": fields, "$setOnInsert": {"recorded_at": utcnow()}},

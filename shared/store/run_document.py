@@ -16,8 +16,9 @@ One document per run, ``_id`` = workflow id. It keeps Spindle's own fields
                    ``{"truncated": true, "bytes": n, "summary": "…"}`` (the node
                    report has it whole)
 ``trace``          where the run's NodeMessages are: ``{"collection": "run_trace",
-                   "lastMessageId": …}``, one document per NodeMessage (see
-                   ``spindle.shared.store.run_trace``), not an array in this document
+                   "lastMessageId": …}``; a node's are in its node report, a
+                   prompt's in ``run_trace`` (see ``spindle.shared.store.run_trace``),
+                   not an array in this document
 ``pendingInput``   ``{nodeId, uiSchema, prompt, requestedAt}`` while paused for a
                    human (HITL), else null
 ``traceId``        the run's OpenTelemetry trace id (null when tracing is off)

@@ -2,8 +2,10 @@
 
 Seed 000 appends every NodeMessage of a run to a ``trace`` array in the run's
 document. An array grows without bound (MongoDB caps a document at 16 MB), so
-here each NodeMessage is a document of its own in the ``run_trace`` collection,
-keyed by its ``messageId`` and carrying its run::
+here the trace is kept per node: a node's input and output envelopes are in its
+node report (``node_reports``: ``input``, ``output``, and ``trace``, their trace
+fields), and a NodeMessage no report holds (a prompt's) is a document of its own
+in the ``run_trace`` collection, keyed by its ``messageId`` and carrying its run::
 
     run_trace  _id=messageId; the envelope's fields (messageId, from, to,
                fromPort, toPort, type, timestamp, payload, context, trace, meta)
@@ -13,13 +15,16 @@ keyed by its ``messageId`` and carrying its run::
                its parent's), traceId, spanId (the span that recorded it;
                absent when tracing is off) — indexes (workflowId, at), streamId
 
-and the run document's ``trace`` field says where they are
+A node report's ``trace`` entries are those fields less the envelope's (which
+the report's ``input``/``output`` hold); ``run_trace()`` merges both, and reads
+runs archived when every NodeMessage was a ``run_trace`` document alike. The
+run document's ``trace`` field says where the last one is
 (``{"collection": "run_trace", "lastMessageId": …}``).
 
 The worker writes through two archive operations, so that MongoDB outages are
 bridged by the archive outbox like every other write: ``NodeStarted`` (the node
 becomes ``currentNodeId`` and joins ``current_nodes``) and ``NodeFinished`` (the
-node report, its NodeMessages, its output in ``portData`` and its leaving
+node report with its NodeMessages, its output in ``portData`` and its leaving
 ``current_nodes``). Every write is idempotent (upserts by id, ``$addToSet``,
 ``$pull``, ``$set``), so the outbox may replay one.
 """
@@ -69,6 +74,19 @@ class TraceEntry(BaseModel):
     @property
     def message_id(self) -> str:
         return str(self.message["messageId"])
+
+    def reference(
+        self, workflow_id: str, run_id: str, stream_id: str | None = None
+    ) -> dict[str, Any]:
+        """The entry as its node report keeps it: ``document`` less the envelope's
+        fields (the report's ``input`` or ``output`` is the envelope), ``messageId``
+        kept to match them."""
+        doc = self.document(workflow_id, run_id, stream_id)
+        del doc["_id"]
+        for key in self.message:
+            if key != "messageId":
+                doc.pop(key, None)
+        return doc
 
     def document(
         self, workflow_id: str, run_id: str, stream_id: str | None = None
@@ -213,15 +231,38 @@ class NodeFinished(BaseModel):
             update["$set"] = storable(run_set)
         if self.create_with:
             update["$setOnInsert"] = insert_fields(self.workflow_id, self.create_with, run_set)
+        # The node's own NodeMessages (its input and output envelopes) live in its
+        # report, which holds them anyway: one document a node, not three.
+        kept, apart = self._split_trace()
         report = node_report_write(
-            self.workflow_id, self.report, input=self.input, output=self.output
+            self.workflow_id,
+            self.report,
+            input=self.input,
+            output=self.output,
+            extra={
+                "stream_id": self.stream_id or self.workflow_id,
+                "trace": [
+                    entry.reference(self.workflow_id, self.run_id, self.stream_id) for entry in kept
+                ],
+            },
         )
         run = UpdateOne({"_id": self.workflow_id}, update, upsert=bool(self.create_with))
         return [
             ("node_reports", report),
-            *trace_writes(self.workflow_id, self.run_id, self.trace, self.stream_id),
+            *trace_writes(self.workflow_id, self.run_id, apart, self.stream_id),
             ("runs", run),
         ]
+
+    def _split_trace(self) -> tuple[list[TraceEntry], list[TraceEntry]]:
+        """(entries whose envelope is the report's ``input``/``output``, the others)."""
+        envelopes = {"input": self.input, "output": self.output}
+        kept: list[TraceEntry] = []
+        apart: list[TraceEntry] = []
+        for entry in self.trace:
+            envelope = envelopes.get(entry.role)
+            same = isinstance(envelope, dict) and envelope.get("messageId") == entry.message_id
+            (kept if same else apart).append(entry)
+        return kept, apart
 
     def describe(self) -> str:
         return f"end of node {self.report.node_id} in {self.workflow_id}"
@@ -268,15 +309,34 @@ def trace_writes(
 
 
 async def run_trace(archive: RunArchive, workflow_id: str) -> list[dict[str, Any]]:
-    """A run's NodeMessages in the order they were made (``_id`` left out)."""
-    cursor = archive.run_trace_coll.find({"workflowId": workflow_id}).sort(
-        [("at", ASCENDING), ("rank", ASCENDING), ("_id", ASCENDING)]
+    """A run's NodeMessages in the order they were made (``_id`` left out).
+
+    Those of ``run_trace`` (prompts; every NodeMessage of runs archived before node
+    reports kept their own) and those kept in the run's node reports, merged.
+    """
+    found: dict[str, dict[str, Any]] = {}
+    async for doc in archive.run_trace_coll.find({"workflowId": workflow_id}):
+        found[str(doc.pop("_id"))] = normalise(doc)
+    reports = archive.node_reports_coll.find(
+        {"workflow_id": workflow_id}, {"input": 1, "output": 1, "trace": 1}
     )
-    found = []
-    async for doc in cursor:
-        doc.pop("_id", None)
-        found.append(normalise(doc))
-    return found
+    async for report in reports:
+        for entry in _report_entries(report):
+            found.setdefault(str(entry["messageId"]), normalise(entry))
+    return [
+        found[key]
+        for key in sorted(found, key=lambda k: (found[k].get("at"), found[k].get("rank", 0), k))
+    ]
+
+
+def _report_entries(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The NodeMessages a node report keeps: its envelopes with their trace fields."""
+    entries = []
+    for reference in report.get("trace") or ():
+        envelope = report.get(str(reference.get("role")))
+        if isinstance(envelope, dict) and envelope.get("messageId") == reference.get("messageId"):
+            entries.append({**envelope, **reference})
+    return entries
 
 
 async def port_data(archive: RunArchive, workflow_id: str) -> dict[str, Any] | None:

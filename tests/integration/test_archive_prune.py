@@ -21,7 +21,7 @@ from spindle.shared.store.item_pages import (
     ItemStore,
     items_key,
 )
-from spindle.shared.store.run_trace import TraceEntry, run_trace, save_trace
+from spindle.shared.store.run_trace import NodeFinished, TraceEntry, run_trace, save_trace
 from tests.cli_runner import run_spindle
 
 pytestmark = pytest.mark.integration
@@ -75,6 +75,25 @@ async def seed_run(archive: RunArchive, *, age_days: float, messages: int) -> st
         for role in ("input", "output")
     ]
     await save_trace(archive, workflow_id, "r1", envelopes)
+    # A workstream child's node, archived as a node's end is now: its report keeps its
+    # envelopes and names the stream it posted to, its parent's.
+    child = [
+        TraceEntry(
+            message={"messageId": f"{workflow_id}-ws-{role}", "from": "b", "timestamp": "2025"},
+            node_id="b",
+            role=role,
+        )
+        for role in ("input", "output")
+    ]
+    await NodeFinished(
+        workflow_id=f"{workflow_id}.ws-1",
+        run_id="c1",
+        stream_id=workflow_id,
+        report=NodeReport(node_id="b", node_type="tool", status=NodeStatus.SUCCESS),
+        input=child[0].message,
+        output=child[1].message,
+        trace=child,
+    ).apply(archive)
     # A map's pages: its input and results (two pages each).
     pages = ItemStore(archive.database)
     key = items_key(workflow_id, "r1", "each", 1)
@@ -109,14 +128,14 @@ async def test_prune_deletes_old_runs_with_their_messages_and_reports(
     dry = spindle(mongo_url, "archive", "prune", "--older-than-days", "30", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert dry.stdout.strip() == (
-        "would delete 2 runs, 5 messages, 2 node reports, 4 trace messages, 8 item pages"
+        "would delete 2 runs, 5 messages, 4 node reports, 4 trace messages, 8 item pages"
     )
     assert await archive.get_run(old) is not None
 
     done = spindle(mongo_url, "archive", "prune", "--older-than-days", "30")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == (
-        "deleted 2 runs, 5 messages, 2 node reports, 4 trace messages, 8 item pages"
+        "deleted 2 runs, 5 messages, 4 node reports, 4 trace messages, 8 item pages"
     )
 
     for gone in (old, older):
@@ -124,12 +143,14 @@ async def test_prune_deletes_old_runs_with_their_messages_and_reports(
         assert await archive.messages(gone) == []
         assert await archive.node_reports(gone) == []
         assert await run_trace(archive, gone) == []
+        assert await run_trace(archive, f"{gone}.ws-1") == []  # the child's, in its report
         assert await page_count(archive, gone) == (0, 0)  # no header, no chunk left
     kept = await archive.get_run(recent)
     assert kept is not None and kept.status == "completed"
     assert len(await archive.messages(recent)) == 4
     assert len(await archive.node_reports(recent)) == 1
     assert [m["role"] for m in await run_trace(archive, recent)] == ["input", "output"]
+    assert [m["nodeId"] for m in await run_trace(archive, f"{recent}.ws-1")] == ["b", "b"]
     assert await page_count(archive, recent) == (4, 4)
     assert await ItemStore(archive.database).get(
         items_key(recent, "r1", "each", 1), RESULTS, 1

@@ -21,6 +21,7 @@ from spindle.shared.store.run_trace import (
     port_key,
     run_trace,
     run_traceparent,
+    save_trace,
 )
 from spindle.worker.archive_outbox import QueuedOp, SaveMessages
 
@@ -120,7 +121,7 @@ async def test_archived_messages_carry_the_trace_that_posted_them(archive: RunAr
     assert [m.raw for m in await archive.messages(stream)] == [b'{"t":3}', b'{"t":3}', b'{"t":4}']
 
 
-async def test_node_start_and_end_move_the_run_and_store_one_document_per_message(
+async def test_node_start_and_end_move_the_run_and_keep_its_messages_in_its_report(
     archive: RunArchive,
 ) -> None:
     wf = unique("wf")
@@ -183,9 +184,74 @@ async def test_node_start_and_end_move_the_run_and_store_one_document_per_messag
     assert {(m["traceId"], m["spanId"], m["workflowId"]) for m in trace} == {
         (TRACE["traceId"], TRACE["spanId"], wf)
     }
-    assert await archive.run_trace_coll.count_documents({"workflowId": wf}) == 2
+    # One document for the node: its report keeps both envelopes and their trace fields.
+    assert await archive.run_trace_coll.count_documents({"workflowId": wf}) == 0
     [report] = await archive.node_reports(wf)
     assert report["output"]["messageId"] == "m-out"
+    assert [(t["messageId"], t["role"]) for t in report["trace"]] == [
+        ("m-in", "input"),
+        ("m-out", "output"),
+    ]
+    assert report["stream_id"] == wf
+
+
+async def test_the_trace_merges_prompts_and_runs_archived_before_reports_kept_it(
+    archive: RunArchive,
+) -> None:
+    wf = unique("wf")
+    # An older archive: the node's envelopes as documents of their own, and its report.
+    old = [
+        TraceEntry(
+            message=envelope("o-in", "_previous", "2025-03-01T12:00:00+00:00", None),
+            node_id="old",
+            role="input",
+        ),
+        TraceEntry(
+            message=envelope("o-out", "old", "2025-03-01T12:00:01+00:00", 1),
+            node_id="old",
+            role="output",
+        ),
+    ]
+    await save_trace(archive, wf, "r1", old)
+    # A prompt (its own document) between the old node and a new one (in its report).
+    prompt = TraceEntry(
+        message=envelope("p", "ask", "2025-03-01T12:00:02+00:00", None),
+        node_id="ask",
+        role="prompt",
+    )
+    await replayed(
+        archive,
+        NodeStarted(
+            workflow_id=wf, run_id="r1", node_id="ask", create_with=IDENTITY, trace=[prompt]
+        ),
+    )
+    new = [
+        TraceEntry(
+            message=envelope("n-in", "_previous", "2025-03-01T12:00:03+00:00", None),
+            node_id="new",
+            role="input",
+        ),
+        TraceEntry(
+            message=envelope("n-out", "new", "2025-03-01T12:00:03+00:00", 2),
+            node_id="new",
+            role="output",
+        ),
+    ]
+    await replayed(
+        archive,
+        NodeFinished(
+            workflow_id=wf,
+            run_id="r1",
+            report=NodeReport(node_id="new", node_type="tool", status=NodeStatus.SUCCESS),
+            input=new[0].message,
+            output=new[1].message,
+            trace=new,
+        ),
+    )
+    trace = await run_trace(archive, wf)
+    # In time order; the same instant orders input before output.
+    assert [m["messageId"] for m in trace] == ["o-in", "o-out", "p", "n-in", "n-out"]
+    assert trace[-1]["payload"] == 2 and trace[-1]["role"] == "output"
 
 
 def test_port_data_is_bounded_and_keyed_safely() -> None:
