@@ -49,14 +49,19 @@ import weakref
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
-from pymongo import InsertOne
 from pymongo.errors import ConnectionFailure, ExecutionTimeout, PyMongoError, WTimeoutError
 from redis.exceptions import RedisError
 
 from spindle.shared.bus.message_bus import StoredMessage
 from spindle.shared.contracts.runs import NodeReport
 from spindle.shared.platform.background_loop import BackgroundLoop
-from spindle.shared.store.archive import message_documents, node_report_write, run_update
+from spindle.shared.store.archive import (
+    MESSAGE_PAGES,
+    MessagesToPage,
+    message_entries,
+    node_report_write,
+    run_update,
+)
 from spindle.shared.store.run_trace import NodeFinished, NodeStarted
 
 if TYPE_CHECKING:
@@ -159,8 +164,8 @@ class SaveMessages(BaseModel):
 
     def writes(self) -> list[ArchiveWrite]:
         """Write requests of this operation (see ``RunArchive.bulk_apply``)."""
-        docs = message_documents(self.stream_id, self._stored(), trace_ids=self.trace_ids)
-        return [("messages", InsertOne(doc)) for doc in docs]
+        entries = message_entries(self._stored(), trace_ids=self.trace_ids)
+        return [(MESSAGE_PAGES, MessagesToPage(self.stream_id, entries))]
 
     def _stored(self) -> list[StoredMessage]:
         return [StoredMessage(m.seq, m.ts, m.raw.encode()) for m in self.messages]

@@ -13,9 +13,16 @@ Collections::
                   workflowId, currentNodeId, portData, trace, pendingInput, plus
                   traceId, traceparent (``spindle.shared.store.run_document``)
                   indexes: (tenant_id, created_at), (tenant_id, status), graph_name
-    messages      _id="<stream_id>:<seq:012d>"; stream_id, seq, ts, raw (str, the
-                  stored compact JSON), traceId, spanId (of the posting span;
-                  absent when tracing is off) — index (stream_id, seq) unique
+    message_pages _id="<stream_id>:<first seq:012d>-<last seq:012d>"; stream_id,
+                  first_seq, last_seq, messages: [{seq, ts, raw (str, the stored
+                  compact JSON), traceId, spanId (of the posting span; absent when
+                  tracing is off)}], in seq order — one document per stream per
+                  archiver batch (at most PAGE_MAX_MESSAGES messages and about
+                  PAGE_MAX_BYTES), inserted once — index (stream_id, last_seq)
+    messages      _id="<stream_id>:<seq:012d>"; stream_id, seq, ts, raw, traceId,
+                  spanId: one document per message, as archives before pages
+                  kept them; read with the pages, no longer written — index
+                  (stream_id, seq) unique
     run_trace     _id=messageId; one NodeMessage of a run that no node report
                   keeps (a prompt's), with workflowId, nodeId, role, at, streamId
                   (``spindle.shared.store.run_trace``) — indexes (workflowId, at),
@@ -68,7 +75,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 import orjson
 from pymongo import ASCENDING, DESCENDING, AsyncMongoClient, InsertOne, ReplaceOne, UpdateOne
@@ -98,13 +105,19 @@ if TYPE_CHECKING:
     from spindle.shared.platform.settings import Settings
 
 DUPLICATE_KEY = 11000
+MESSAGE_PAGES = "message_pages"
+PAGE_MAX_MESSAGES = 500
+PAGE_MAX_BYTES = 4 * 1024 * 1024
+"""A page closes at this many bytes of raw messages (a message is never split, and
+one is at most ``Settings.max_message_bytes``), far below MongoDB's 16 MB."""
 # Collections whose documents are inserted once and never changed (a second insert
 # of one is a duplicate-key error, ignored): bulks to them need no order.
-INSERT_ONLY = frozenset({"messages"})
+INSERT_ONLY = frozenset({"messages", MESSAGE_PAGES})
 
 # Strings: subscripting pymongo's generic requests at import time touches a lock
 # the workflow sandbox restricts (this module is imported there too).
-ArchiveRequest: TypeAlias = "InsertOne[dict[str, Any]] | UpdateOne | ReplaceOne[dict[str, Any]]"
+MongoRequest: TypeAlias = "InsertOne[dict[str, Any]] | UpdateOne | ReplaceOne[dict[str, Any]]"
+ArchiveRequest: TypeAlias = "MongoRequest | MessagesToPage"
 ArchiveWrite: TypeAlias = "tuple[str, ArchiveRequest]"
 """One write request and the collection it goes to."""
 # Run records leave out the document's port data (``spindle.shared.store.run_document``).
@@ -113,6 +126,15 @@ NOT_PORT_DATA = {"portData": 0}
 
 def message_id(stream_id: str, seq: int) -> str:
     return f"{stream_id}:{seq:012d}"
+
+
+class MessagesToPage(NamedTuple):
+    """Archived messages of one stream, as a write request: ``bulk_apply`` gathers
+    those of a batch per stream and inserts them as pages (``message_pages``)."""
+
+    stream_id: str
+    entries: list[dict[str, Any]]
+    """``{seq, ts, raw, traceId?, spanId?}`` each."""
 
 
 def node_report_id(workflow_id: str, report: NodeReport) -> str:
@@ -129,7 +151,9 @@ class RunArchive:
         self._client = client
         self._db: AsyncDatabase[dict[str, Any]] = client[db_name]
         self.runs: AsyncCollection[dict[str, Any]] = self._db["runs"]
+        # Archives from before pages: one document per message, read, not written.
         self.messages_coll: AsyncCollection[dict[str, Any]] = self._db["messages"]
+        self.message_pages: AsyncCollection[dict[str, Any]] = self._db[MESSAGE_PAGES]
         self.node_reports_coll: AsyncCollection[dict[str, Any]] = self._db["node_reports"]
         self.graphs: AsyncCollection[dict[str, Any]] = self._db["graphs"]
         self.catalogs: AsyncCollection[dict[str, Any]] = self._db["catalogs"]
@@ -155,6 +179,9 @@ class RunArchive:
         await self.runs.create_index([("graph_name", ASCENDING)], name="graph_name")
         await self.messages_coll.create_index(
             [("stream_id", ASCENDING), ("seq", ASCENDING)], name="stream_seq", unique=True
+        )
+        await self.message_pages.create_index(
+            [("stream_id", ASCENDING), ("last_seq", ASCENDING)], name="stream_last_seq"
         )
         await self.node_reports_coll.create_index(
             [("workflow_id", ASCENDING), ("started_at", ASCENDING)], name="workflow_started"
@@ -187,9 +214,21 @@ class RunArchive:
         Raises:
             PyMongoError: a write MongoDB did not take (the others may have been).
         """
-        by_collection: dict[str, list[ArchiveRequest]] = {}
+        by_collection: dict[str, list[MongoRequest]] = {}
+        to_page: dict[str, list[dict[str, Any]]] = {}
         for collection, request in writes:
-            by_collection.setdefault(collection, []).append(request)
+            if isinstance(request, MessagesToPage):
+                to_page.setdefault(request.stream_id, []).extend(request.entries)
+            else:
+                by_collection.setdefault(collection, []).append(request)
+        if to_page:
+            # A batch's messages of a stream become one page: documents per node
+            # stay below one (docs/operations/observability.md#run-archive).
+            by_collection[MESSAGE_PAGES] = [
+                InsertOne(page)
+                for stream_id, entries in to_page.items()
+                for page in message_pages(stream_id, entries)
+            ]
         runs = by_collection.pop("runs", None)
         await asyncio.gather(
             *(self._bulk(name, requests) for name, requests in by_collection.items())
@@ -197,7 +236,7 @@ class RunArchive:
         if runs:
             await self._bulk("runs", runs)
 
-    async def _bulk(self, name: str, requests: list[ArchiveRequest]) -> None:
+    async def _bulk(self, name: str, requests: list[MongoRequest]) -> None:
         try:
             await self._db[name].bulk_write(requests, ordered=name not in INSERT_ONLY)
         except BulkWriteError as exc:
@@ -300,30 +339,55 @@ class RunArchive:
         """
         if not messages:
             return 0
-        docs = message_documents(stream_id, messages, trace_ids=trace_ids)
+        first = min(m.seq for m in messages)
+        archived = {m["seq"] for m in await self.archived_messages(stream_id, after_seq=first - 1)}
+        entries = [
+            e for e in message_entries(messages, trace_ids=trace_ids) if e["seq"] not in archived
+        ]
+        pages = message_pages(stream_id, entries)
+        if not pages:
+            return 0
         try:
-            result = await self.messages_coll.insert_many(docs, ordered=False)
+            await self.message_pages.insert_many(pages, ordered=False)
         except BulkWriteError as exc:
             errors = exc.details.get("writeErrors", [])
             if any(error.get("code") != DUPLICATE_KEY for error in errors):
                 raise
-            return int(exc.details.get("nInserted", 0))
-        return len(result.inserted_ids)
+        return len({e["seq"] for e in entries})
+
+    async def archived_messages(
+        self, stream_id: str, *, after_seq: int = 0
+    ) -> list[dict[str, Any]]:
+        """``{seq, ts, raw, traceId?, spanId?}`` of a stream's archived messages with
+        ``seq > after_seq``, in seq order, each seq once (the first page that has it).
+
+        Pages and the one-document-per-message archive of earlier versions alike.
+        """
+        found: dict[int, dict[str, Any]] = {}
+        pages = self.message_pages.find(
+            {"stream_id": stream_id, "last_seq": {"$gt": after_seq}}
+        ).sort([("first_seq", ASCENDING), ("_id", ASCENDING)])
+        async for page in pages:
+            for entry in page["messages"]:
+                seq = int(entry["seq"])
+                if seq > after_seq:
+                    found.setdefault(seq, entry)
+        legacy = self.messages_coll.find({"stream_id": stream_id, "seq": {"$gt": after_seq}})
+        async for doc in legacy:
+            doc.pop("_id", None)
+            doc.pop("stream_id", None)
+            found.setdefault(int(doc["seq"]), doc)
+        return [found[seq] for seq in sorted(found)]
 
     async def messages(
         self, stream_id: str, *, after_seq: int = 0, limit: int | None = None
     ) -> list[StoredMessage]:
         """Archived messages of a stream with ``seq > after_seq``, in seq order."""
-        cursor = self.messages_coll.find({"stream_id": stream_id, "seq": {"$gt": after_seq}}).sort(
-            "seq", ASCENDING
-        )
-        if limit is not None:
-            if limit <= 0:
-                return []
-            cursor = cursor.limit(limit)
+        if limit is not None and limit <= 0:
+            return []
+        entries = await self.archived_messages(stream_id, after_seq=after_seq)
         return [
-            StoredMessage(int(doc["seq"]), int(doc["ts"]), doc["raw"].encode())
-            async for doc in cursor
+            StoredMessage(int(e["seq"]), int(e["ts"]), e["raw"].encode()) for e in entries[:limit]
         ]
 
     # -- node reports --------------------------------------------------------
@@ -460,20 +524,41 @@ def run_update_document(
     return update
 
 
-def message_documents(
-    stream_id: str, messages: Sequence[StoredMessage], *, trace_ids: dict[str, str] | None = None
+def message_entries(
+    messages: Sequence[StoredMessage], *, trace_ids: dict[str, str] | None = None
 ) -> list[dict[str, Any]]:
-    """The ``messages`` documents of stored messages (``_id`` by stream and seq)."""
+    """Stored messages as a page keeps them: ``{seq, ts, raw, traceId?, spanId?}``."""
+    return [
+        {"seq": m.seq, "ts": m.ts, "raw": m.raw.decode(), **(trace_ids or {})} for m in messages
+    ]
+
+
+def message_pages(stream_id: str, entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``message_pages`` documents of a stream's message entries: in seq order, each
+    seq once, cut at ``PAGE_MAX_MESSAGES`` messages or ``PAGE_MAX_BYTES`` bytes.
+
+    A page's ``_id`` is its stream and seq range, so the same batch written again
+    (an outbox replay) is a duplicate insert, ignored.
+    """
+    ordered = sorted({int(e["seq"]): e for e in reversed(entries)}.items())
+    pages: list[list[dict[str, Any]]] = []
+    size = 0
+    for _, entry in ordered:
+        raw_bytes = len(entry["raw"])
+        if not pages or len(pages[-1]) >= PAGE_MAX_MESSAGES or size + raw_bytes > PAGE_MAX_BYTES:
+            pages.append([])
+            size = 0
+        pages[-1].append(entry)
+        size += raw_bytes
     return [
         {
-            "_id": message_id(stream_id, m.seq),
+            "_id": f"{stream_id}:{page[0]['seq']:012d}-{page[-1]['seq']:012d}",
             "stream_id": stream_id,
-            "seq": m.seq,
-            "ts": m.ts,
-            "raw": m.raw.decode(),
-            **(trace_ids or {}),
+            "first_seq": page[0]["seq"],
+            "last_seq": page[-1]["seq"],
+            "messages": page,
         }
-        for m in messages
+        for page in pages
     ]
 
 
@@ -512,12 +597,14 @@ def node_report_fields(
 __all__ = [
     "ArchiveRequest",
     "ArchiveWrite",
+    "MessagesToPage",
     "RunArchive",
     "RunRecord",
     "StoredMessage",
     "as_utc",
-    "message_documents",
+    "message_entries",
     "message_id",
+    "message_pages",
     "node_report_id",
     "node_report_write",
     "run_update",

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 from pydantic import BaseModel, Field
-from pymongo import ASCENDING, ReplaceOne, UpdateOne
+from pymongo import ReplaceOne, UpdateOne
 
 from spindle.shared.contracts.runs import NodeReport
 from spindle.shared.store.archive import node_report_write
@@ -357,13 +357,10 @@ async def run_traceparent(archive: RunArchive, workflow_id: str) -> str | None:
 
 async def message_trace_ids(archive: RunArchive, stream_id: str) -> list[dict[str, Any]]:
     """``{seq, traceId, spanId}`` of each archived message of a stream that has them."""
-    cursor = archive.messages_coll.find(
-        {"stream_id": stream_id}, {"seq": 1, "traceId": 1, "spanId": 1}
-    ).sort("seq", ASCENDING)
     return [
-        {"seq": int(doc["seq"]), "traceId": doc["traceId"], "spanId": doc.get("spanId")}
-        async for doc in cursor
-        if doc.get("traceId")
+        {"seq": int(entry["seq"]), "traceId": entry["traceId"], "spanId": entry.get("spanId")}
+        for entry in await archive.archived_messages(stream_id)
+        if entry.get("traceId")
     ]
 
 

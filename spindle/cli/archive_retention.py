@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spindle.shared.store.archive import utcnow
 from spindle.shared.store.item_pages import ItemStore
@@ -25,7 +25,8 @@ PRUNE_BATCH = 500
 
 @dataclass(frozen=True)
 class PruneCounts:
-    """How many documents a prune deleted (or, in a dry run, would delete)."""
+    """How many of each a prune deleted (or, in a dry run, would delete); messages are
+    counted one by one, also those a page holds."""
 
     runs: int = 0
     messages: int = 0
@@ -68,6 +69,7 @@ async def prune_runs(
         if dry_run:
             runs += len(batch)
             messages += await archive.messages_coll.count_documents(by_stream)
+            messages += await _paged_messages(archive, by_stream)
             reports += await archive.node_reports_coll.count_documents(
                 {"$or": [by_workflow, by_report_stream]}
             )
@@ -75,6 +77,8 @@ async def prune_runs(
             continue
         # Children first: a run is only gone once nothing of it is left behind.
         messages += (await archive.messages_coll.delete_many(by_stream)).deleted_count
+        messages += await _paged_messages(archive, by_stream)
+        await archive.message_pages.delete_many(by_stream)
         reports += (await archive.node_reports_coll.delete_many(by_workflow)).deleted_count
         reports += (await archive.node_reports_coll.delete_many(by_report_stream)).deleted_count
         traced += (await archive.run_trace_coll.delete_many(by_trace_stream)).deleted_count
@@ -91,3 +95,11 @@ async def prune_runs(
         trace_messages=traced,
         item_pages=pages,
     )
+
+
+async def _paged_messages(archive: RunArchive, query: dict[str, Any]) -> int:
+    """How many messages the ``message_pages`` matching ``query`` hold."""
+    held = 0
+    async for page in archive.message_pages.find(query, {"messages": 1}):
+        held += len(page.get("messages") or ())
+    return held

@@ -40,7 +40,7 @@ from tests.bench.floor import BareActivities, NoopBatch, bench_noop
 WRITE_COMMANDS = frozenset({"insert", "update", "delete"})
 # The statements of each write command, by its document-sequence name.
 _STATEMENTS = {"insert": "documents", "update": "updates", "delete": "deletes"}
-ARCHIVE_COLLECTIONS = ("runs", "messages", "node_reports", "run_trace")
+ARCHIVE_COLLECTIONS = ("runs", "messages", "message_pages", "node_reports", "run_trace")
 
 
 class MongoWrites(monitoring.CommandListener):

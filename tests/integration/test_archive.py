@@ -13,7 +13,14 @@ from spindle.shared.contracts.graph_spec import EdgeSpec, GraphSpec, NodeSpec
 from spindle.shared.contracts.runs import NodeReport, NodeStatus, RunStatus
 from spindle.shared.graphs.catalog import Catalog, NodeTypeInfo, ToolInfo
 from spindle.shared.platform.settings import Settings
-from spindle.shared.store.archive import RunArchive, RunRecord, message_id
+from spindle.shared.store.archive import (
+    PAGE_MAX_BYTES,
+    PAGE_MAX_MESSAGES,
+    RunArchive,
+    RunRecord,
+    message_id,
+    message_pages,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -154,15 +161,46 @@ async def test_save_messages_is_idempotent_and_reads_in_seq_order(archive: RunAr
     assert await archive.save_messages(stream, []) == 0
     await archive.save_messages(unique("other"), [stored(1)])
 
-    assert await archive.messages_coll.count_documents({"stream_id": stream}) == 6
+    # Each save is one page document; a seq is stored once.
+    pages = await archive.message_pages.find({"stream_id": stream}).sort("first_seq").to_list()
+    assert [(p["first_seq"], p["last_seq"]) for p in pages] == [(1, 3), (4, 6)]
     messages = await archive.messages(stream)
     assert messages == [stored(s) for s in range(1, 7)]
     assert [m.seq for m in await archive.messages(stream, after_seq=4)] == [5, 6]
     assert [m.seq for m in await archive.messages(stream, after_seq=1, limit=2)] == [2, 3]
     assert await archive.messages(stream, limit=0) == []
-    doc = await archive.messages_coll.find_one({"_id": message_id(stream, 2)})
-    assert doc is not None and doc["raw"] == stored(2).raw.decode()
+    assert pages[0]["messages"][1]["raw"] == stored(2).raw.decode()
+
+
+async def test_messages_archived_one_document_each_are_read_with_the_pages(
+    archive: RunArchive,
+) -> None:
+    # An archive written before pages: one document per message.
+    stream = unique("stream")
+    await archive.messages_coll.insert_many(
+        [
+            {"_id": message_id(stream, s), "stream_id": stream, "seq": s, "ts": s, "raw": "{}"}
+            for s in (1, 2)
+        ]
+    )
     assert message_id(stream, 2) == f"{stream}:000000000002"
+    assert await archive.save_messages(stream, [stored(s) for s in (2, 3)]) == 1
+    assert [m.seq for m in await archive.messages(stream)] == [1, 2, 3]
+    assert [m.raw for m in await archive.messages(stream)][:2] == [b"{}", b"{}"]
+
+
+def test_pages_are_cut_by_count_and_by_bytes_and_hold_each_seq_once() -> None:
+    entries = [{"seq": s, "ts": s, "raw": "x"} for s in range(PAGE_MAX_MESSAGES + 2, 0, -1)]
+    pages = message_pages("s", [*entries, {"seq": 1, "ts": 9, "raw": "again"}])
+    assert [(p["first_seq"], p["last_seq"]) for p in pages] == [
+        (1, PAGE_MAX_MESSAGES),
+        (PAGE_MAX_MESSAGES + 1, PAGE_MAX_MESSAGES + 2),
+    ]
+    assert pages[0]["messages"][0]["raw"] == "x"  # the first of a seq wins
+    assert pages[0]["_id"] == f"s:{1:012d}-{PAGE_MAX_MESSAGES:012d}"
+    big = "y" * (PAGE_MAX_BYTES // 2 + 1)
+    halves = message_pages("s", [{"seq": s, "ts": s, "raw": big} for s in (1, 2, 3)])
+    assert [len(p["messages"]) for p in halves] == [1, 1, 1]
 
 
 async def test_node_reports_are_idempotent_and_in_execution_order(archive: RunArchive) -> None:
@@ -278,6 +316,8 @@ async def test_from_settings_and_ping(mongo_url: str) -> None:
         assert any(
             tuple(i["key"]) == ("stream_id", "seq") and i.get("unique") for i in message_indexes
         )
+        page_indexes = [i async for i in await configured.message_pages.list_indexes()]
+        assert any(tuple(i["key"]) == ("stream_id", "last_seq") for i in page_indexes)
         wf = unique("wf")
         await configured.create_run(run_record(wf))
         got = await configured.get_run(wf)

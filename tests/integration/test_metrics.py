@@ -174,10 +174,23 @@ async def test_the_worker_serves_its_metrics_and_gives_up_a_taken_port_quietly()
         assert off is None
 
 
+def free_port_below_a_free_one() -> int:
+    """A free port P whose P + 1 is free too (the SDK's metrics take P + 1)."""
+    for _ in range(100):
+        port = free_port()
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no two free ports in a row")
+
+
 async def test_temporal_sdk_metrics_are_served_on_the_next_port(
     temporal_server: TemporalDevServer,
 ) -> None:
-    settings = Settings(worker_metrics_port=free_port())
+    settings = Settings(worker_metrics_port=free_port_below_a_free_one())
     runtime = sdk_metrics_runtime(settings)
     assert runtime is not None
     client = await Client.connect(temporal_server.address, runtime=runtime)

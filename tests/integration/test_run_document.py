@@ -173,7 +173,7 @@ async def test_current_node_and_pending_input_move_with_the_run(
     assert all(m["meta"]["userInputNeeded"] for m in prompts)
     assert prompts[0]["meta"]["uiSchema"]["required"] == ["name"]
     assert all("traceId" not in m for m in trace)
-    archived = await archive.messages_coll.find({"stream_id": workflow_id}).to_list()
+    archived = await archive.archived_messages(workflow_id)
     assert archived and all("traceId" not in doc for doc in archived)
 
 
@@ -218,7 +218,7 @@ async def test_archive_matches_the_redis_history_and_names_the_runs_trace(
 
     # Every message of the stream is archived, byte for byte, with its trace.
     redis_history = await bus.history(workflow_id)
-    archived = await archive.messages_coll.find({"stream_id": workflow_id}).sort("seq").to_list()
+    archived = await archive.archived_messages(workflow_id)
     assert [(m.seq, m.ts, m.raw.decode()) for m in redis_history] == [
         (d["seq"], d["ts"], d["raw"]) for d in archived
     ]

@@ -112,7 +112,7 @@ async def test_archived_messages_carry_the_trace_that_posted_them(archive: RunAr
     traced = [StoredMessage(seq, 1_700_000_000_000 + seq, b'{"t":3}') for seq in (1, 2)]
     await replayed(archive, SaveMessages.of(stream, traced, trace_ids=TRACE))
     await archive.save_messages(stream, [StoredMessage(3, 1_700_000_000_003, b'{"t":4}')])
-    docs = await archive.messages_coll.find({"stream_id": stream}).sort("seq").to_list()
+    docs = await archive.archived_messages(stream)
     assert [(d.get("traceId"), d.get("spanId")) for d in docs] == [
         (TRACE["traceId"], TRACE["spanId"]),
         (TRACE["traceId"], TRACE["spanId"]),
