@@ -75,8 +75,11 @@ BATCH_MAX_OPERATIONS = 200
 FLUSH_POLL_SECONDS = 0.005
 LOCKED_POLL_SECONDS = 0.02
 # How long the archiver lets writes gather after the first one before it writes
-# them as one batch (one bulk per collection): fewer, larger MongoDB commands.
-LINGER_SECONDS = 0.05
+# them as one batch (one bulk per collection, a stream's messages one page): fewer,
+# larger MongoDB commands and documents. 50 ms gathered ~3 nodes of a quick chain
+# (1.37 documents a node), 250 ms ~15 (1.15) (docs/benchmarks.md); a writer that
+# waits for its writes (finish_run) cuts it short.
+LINGER_SECONDS = 0.25
 LOCK_MILLISECONDS = 15_000
 IDLE_POLL_SECONDS = 1.0
 BACKOFF_FIRST_SECONDS = 0.25

@@ -40,6 +40,8 @@ from tests.bench.floor import BareActivities, NoopBatch, bench_noop
 WRITE_COMMANDS = frozenset({"insert", "update", "delete"})
 # The statements of each write command, by its document-sequence name.
 _STATEMENTS = {"insert": "documents", "update": "updates", "delete": "deletes"}
+LOCAL_ACTIVITY_MARKER = "core_local_activity"
+"""The marker name Temporal's core SDK records a local activity's result under."""
 ARCHIVE_COLLECTIONS = ("runs", "messages", "message_pages", "node_reports", "run_trace")
 
 
@@ -112,7 +114,9 @@ async def _activities_per_run(client: Client, workflow_id: str) -> int:
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             scheduled += 1
         elif event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
-            scheduled += 1  # a local activity's result marker
+            # A local activity's result marker (not a patch's marker).
+            attrs = event.marker_recorded_event_attributes
+            scheduled += attrs.marker_name == LOCAL_ACTIVITY_MARKER
     return scheduled
 
 
