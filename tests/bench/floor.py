@@ -23,19 +23,32 @@ async def bench_noop(batch: NoopBatch) -> NoopDone:
     return NoopDone(count=batch.count)
 
 
+async def noop_chain(batch: NoopBatch) -> NoopDone:
+    """``count`` sequential no-op activities, from inside a workflow."""
+    for i in range(batch.count):
+        await workflow.execute_activity(
+            bench_noop, NoopBatch(count=i), start_to_close_timeout=timedelta(seconds=30)
+        )
+    return NoopDone(count=batch.count)
+
+
 @workflow.defn(name="BenchBareActivities", sandboxed=False)
 class BareActivities:
     """``count`` sequential no-op activities: the floor cost of one node."""
 
     @workflow.run
     async def run(self, batch: NoopBatch) -> NoopDone:
-        for i in range(batch.count):
-            await workflow.execute_activity(
-                bench_noop,
-                NoopBatch(count=i),
-                start_to_close_timeout=timedelta(seconds=30),
-            )
-        return NoopDone(count=batch.count)
+        return await noop_chain(batch)
+
+
+@workflow.defn(name="BenchBareActivitiesSandboxed")
+class SandboxedBareActivities:
+    """The same chain in the workflow sandbox, as ``GraphRun`` runs: what the
+    sandbox alone adds to a node (a second floor, for the record)."""
+
+    @workflow.run
+    async def run(self, batch: NoopBatch) -> NoopDone:
+        return await noop_chain(batch)
 
 
 async def redis_pubsub_latencies(redis_url: str, count: int) -> list[float]:

@@ -195,23 +195,26 @@ async def test_node_start_and_end_move_the_run_and_keep_its_messages_in_its_repo
     assert report["stream_id"] == wf
 
 
+def node_entries(prefix: str, node: str, times: tuple[str, str]) -> list[TraceEntry]:
+    """A node's input and output NodeMessages (``<prefix>-in``, ``<prefix>-out``)."""
+    return [
+        TraceEntry(
+            message=envelope(f"{prefix}-{suffix}", sender, at, None if role == "input" else node),
+            node_id=node,
+            role=role,
+        )
+        for (role, suffix, sender), at in zip(
+            (("input", "in", "_previous"), ("output", "out", node)), times, strict=True
+        )
+    ]
+
+
 async def test_the_trace_merges_prompts_and_runs_archived_before_reports_kept_it(
     archive: RunArchive,
 ) -> None:
     wf = unique("wf")
     # An older archive: the node's envelopes as documents of their own, and its report.
-    old = [
-        TraceEntry(
-            message=envelope("o-in", "_previous", "2025-03-01T12:00:00+00:00", None),
-            node_id="old",
-            role="input",
-        ),
-        TraceEntry(
-            message=envelope("o-out", "old", "2025-03-01T12:00:01+00:00", 1),
-            node_id="old",
-            role="output",
-        ),
-    ]
+    old = node_entries("o", "old", ("2025-03-01T12:00:00+00:00", "2025-03-01T12:00:01+00:00"))
     await save_trace(archive, wf, "r1", old)
     # A prompt (its own document) between the old node and a new one (in its report).
     prompt = TraceEntry(
@@ -225,18 +228,7 @@ async def test_the_trace_merges_prompts_and_runs_archived_before_reports_kept_it
             workflow_id=wf, run_id="r1", node_id="ask", create_with=IDENTITY, trace=[prompt]
         ),
     )
-    new = [
-        TraceEntry(
-            message=envelope("n-in", "_previous", "2025-03-01T12:00:03+00:00", None),
-            node_id="new",
-            role="input",
-        ),
-        TraceEntry(
-            message=envelope("n-out", "new", "2025-03-01T12:00:03+00:00", 2),
-            node_id="new",
-            role="output",
-        ),
-    ]
+    new = node_entries("n", "new", ("2025-03-01T12:00:03+00:00",) * 2)
     await replayed(
         archive,
         NodeFinished(
@@ -248,10 +240,11 @@ async def test_the_trace_merges_prompts_and_runs_archived_before_reports_kept_it
             trace=new,
         ),
     )
+    assert new[1].message["payload"] == "new"
     trace = await run_trace(archive, wf)
     # In time order; the same instant orders input before output.
     assert [m["messageId"] for m in trace] == ["o-in", "o-out", "p", "n-in", "n-out"]
-    assert trace[-1]["payload"] == 2 and trace[-1]["role"] == "output"
+    assert trace[-1]["payload"] == "new" and trace[-1]["role"] == "output"
 
 
 def test_port_data_is_bounded_and_keyed_safely() -> None:
