@@ -15,7 +15,8 @@ the write is recorded as an operation in a Redis list and the run goes on. A
 catch-up loop in every worker process replays the list in order, with backoff,
 until MongoDB answers; a short Redis lock lets only one process drain at a time,
 and an operation leaves the list only after MongoDB took it. Every operation is
-idempotent (messages are keyed by stream and seq, node reports by node visit,
+idempotent (message pages are keyed by stream and seq range and read each seq
+once, node reports by node visit,
 run updates are ``$set``), so replaying one that did reach MongoDB before a
 crash is harmless.
 

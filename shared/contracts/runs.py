@@ -29,6 +29,9 @@ PURE_NODES_LOCAL_PATCH = "pure-nodes-run-as-local-activities"
 """``workflow.patched`` id: a router or output node that does not say ``local`` runs as a
 local activity (``NodeTypeSpec.local``); runs recorded before it scheduled them as
 activities on the task queue, and replay so."""
+FINISH_LOCAL_PATCH = "run-finishes-in-a-local-activity"
+"""``workflow.patched`` id: ``finish_run`` is a local activity on the run's worker; runs
+recorded before it scheduled it on the task queue, and replay so."""
 ASK_SETTLES_ON_CANCEL_PATCH = "ask-settles-before-the-run-ends"
 """``workflow.patched`` id: a canceled run waits for its in-flight ``request_input`` to
 end before finishing, so no prompt is posted or left open in an inbox after the run's

@@ -2,8 +2,8 @@
 
 CONTRACT (keep these names and semantics).
 Uses ``pymongo.AsyncMongoClient`` and a conservative subset of operations that
-the nx-27017 wire server supports: one document per message and per node
-report, no unbounded arrays, idempotent upserts keyed by ``_id``.
+the nx-27017 wire server supports: one document per node report and per page
+of messages, no unbounded arrays, inserts and idempotent upserts keyed by ``_id``.
 
 Collections::
 
@@ -356,39 +356,44 @@ class RunArchive:
         return len({e["seq"] for e in entries})
 
     async def archived_messages(
-        self, stream_id: str, *, after_seq: int = 0
+        self, stream_id: str, *, after_seq: int = 0, limit: int | None = None
     ) -> list[dict[str, Any]]:
         """``{seq, ts, raw, traceId?, spanId?}`` of a stream's archived messages with
-        ``seq > after_seq``, in seq order, each seq once (the first page that has it).
+        ``seq > after_seq``, in seq order, each seq once (the first page that has it),
+        at most ``limit`` of them.
 
         Pages and the one-document-per-message archive of earlier versions alike.
         """
+        if limit is not None and limit <= 0:
+            return []
         found: dict[int, dict[str, Any]] = {}
         pages = self.message_pages.find(
             {"stream_id": stream_id, "last_seq": {"$gt": after_seq}}
         ).sort([("first_seq", ASCENDING), ("_id", ASCENDING)])
         async for page in pages:
+            # Pages come by first seq: one starting past the limit-th adds nothing.
+            full = limit is not None and len(found) >= limit
+            if full and int(page["first_seq"]) > sorted(found)[(limit or 0) - 1]:
+                break
             for entry in page["messages"]:
                 seq = int(entry["seq"])
                 if seq > after_seq:
                     found.setdefault(seq, entry)
         legacy = self.messages_coll.find({"stream_id": stream_id, "seq": {"$gt": after_seq}})
+        if limit is not None:
+            legacy = legacy.sort("seq", ASCENDING).limit(limit)
         async for doc in legacy:
             doc.pop("_id", None)
             doc.pop("stream_id", None)
             found.setdefault(int(doc["seq"]), doc)
-        return [found[seq] for seq in sorted(found)]
+        return [found[seq] for seq in sorted(found)[:limit]]
 
     async def messages(
         self, stream_id: str, *, after_seq: int = 0, limit: int | None = None
     ) -> list[StoredMessage]:
         """Archived messages of a stream with ``seq > after_seq``, in seq order."""
-        if limit is not None and limit <= 0:
-            return []
-        entries = await self.archived_messages(stream_id, after_seq=after_seq)
-        return [
-            StoredMessage(int(e["seq"]), int(e["ts"]), e["raw"].encode()) for e in entries[:limit]
-        ]
+        entries = await self.archived_messages(stream_id, after_seq=after_seq, limit=limit)
+        return [StoredMessage(int(e["seq"]), int(e["ts"]), e["raw"].encode()) for e in entries]
 
     # -- node reports --------------------------------------------------------
 
