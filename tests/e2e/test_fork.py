@@ -14,18 +14,16 @@ import pytest
 
 from tests.e2e.conftest import Caller, SpindleStack, client_for
 from tests.e2e.run_driver import start, wait_for_status
+from tests.temporal_history import executed_activities
 
 pytestmark = pytest.mark.e2e
 
 
 async def scheduled_activities(stack: SpindleStack, workflow_id: str) -> list[str]:
-    """The activity ids a run's Temporal history scheduled, in order."""
+    """The ids of the activities a run's Temporal history executed (on a task queue
+    or, as router and output nodes run, locally), in order."""
     history = await stack.temporal.get_workflow_handle(workflow_id).fetch_history()
-    return [
-        event.activity_task_scheduled_event_attributes.activity_id
-        for event in history.events
-        if event.HasField("activity_task_scheduled_event_attributes")
-    ]
+    return [executed.activity_id for executed in executed_activities(history)]
 
 
 async def completed_pipeline(http: httpx.AsyncClient, text: str) -> dict[str, Any]:

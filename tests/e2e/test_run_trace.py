@@ -178,7 +178,8 @@ async def test_the_start_request_the_workflow_and_the_answer_share_the_runs_trac
     doc = await eventually(archived_as_completed, what="the run archived as completed")
     assert doc["traceId"] == trace_id
     assert doc["traceparent"].startswith(f"00-{trace_id}-{request.span_id}-")
-    messages = await mongo["messages"].find({"stream_id": workflow_id}).to_list()
+    pages = await mongo["message_pages"].find({"stream_id": workflow_id}).to_list()
+    messages = [m for page in pages for m in page["messages"]]
     assert messages and {m["traceId"] for m in messages} == {trace_id}
 
     def posting_spans() -> set[str]:

@@ -31,6 +31,7 @@ from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunArchive
 from spindle.worker.examples import load_example
 from spindle.worker.main import build_workers
+from tests.temporal_history import executed_activities
 
 pytestmark = pytest.mark.integration
 
@@ -104,3 +105,5 @@ async def test_agent_nodes_run_on_their_queue_with_their_priority(
     # Nothing else goes through a task queue: the output node (its type's default)
     # and the run's finish are local activities on the run's own worker.
     assert others == []
+    local = {e.activity_id for e in executed_activities(await handle.fetch_history()) if e.local}
+    assert {"answer.1", "finish"} <= local

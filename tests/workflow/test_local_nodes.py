@@ -11,12 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 
 from spindle.shared.contracts.messages import AgentMessageType
 from spindle.shared.contracts.runs import RunStatus
 from spindle.shared.graphs.structure import parse_graph, validate_structure
+from tests.temporal_history import executed_activities
 from tests.workflow.runs import GraphRunner, types_of
 
 pytestmark = pytest.mark.workflow
@@ -55,16 +55,10 @@ def routed_graph(output: dict[str, Any]) -> Any:
     return spec
 
 
-async def how_they_ran(handle: WorkflowHandle[Any, Any]) -> tuple[set[str], int]:
-    """(ids of the activities scheduled on a task queue, local activity markers)."""
-    scheduled: set[str] = set()
-    markers = 0
-    async for event in handle.fetch_history_events():
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            scheduled.add(event.activity_task_scheduled_event_attributes.activity_id)
-        elif event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
-            markers += 1
-    return scheduled, markers
+async def how_they_ran(handle: WorkflowHandle[Any, Any]) -> list[tuple[str, bool]]:
+    """(activity id, ran locally) of each activity the run executed, in order."""
+    history = await handle.fetch_history()
+    return [(e.activity_id, e.local) for e in executed_activities(history)]
 
 
 async def test_router_and_output_run_as_local_activities(runner: GraphRunner) -> None:
@@ -73,11 +67,14 @@ async def test_router_and_output_run_as_local_activities(runner: GraphRunner) ->
     assert result.status == RunStatus.COMPLETED
     assert result.output == {"n": 3}
 
-    scheduled, markers = await how_they_ran(handle)
-    # The tool is an activity; the router, the output and the run's finish are not
-    # scheduled on a queue: a marker each (and one for each patch).
-    assert scheduled == {"words.1"}
-    assert markers >= 3
+    # The tool is an activity on the task queue; the router, the output and the
+    # run's finish ran on the run's worker.
+    assert await how_they_ran(handle) == [
+        ("words.1", False),
+        ("route.1", True),
+        ("done.1", True),
+        ("finish", True),
+    ]
     messages = await runner.messages(handle.id)
     answers = [m["m"] for m in messages if m["t"] == AgentMessageType.ANSWER]
     assert answers == ["3 words"]
@@ -90,7 +87,11 @@ async def test_a_node_that_says_local_false_runs_as_an_activity(runner: GraphRun
     result = await handle.result()
     assert result.output == {"n": 3}
 
-    scheduled, _ = await how_they_ran(handle)
-    assert scheduled == {"words.1", "done.1"}
+    assert await how_they_ran(handle) == [
+        ("words.1", False),
+        ("route.1", True),
+        ("done.1", False),
+        ("finish", True),
+    ]
     messages = await runner.messages(handle.id)
     assert [m["m"] for m in messages if m["t"] == AgentMessageType.ANSWER] == ["3 words"]
