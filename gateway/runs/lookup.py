@@ -28,6 +28,7 @@ from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.errors import Conflict, NotFound, SpindleError
 from spindle.shared.contracts.runs import (
     DESCRIBE_QUERY,
+    GraphRunResult,
     NodeReport,
     PendingInput,
     RunDescription,
@@ -129,6 +130,13 @@ async def describe_run(
         detail.deadline_at = live.deadline_at
     else:
         detail.node_reports = await _archived_reports(archive, workflow_id)
+    if (
+        description is not None
+        and not is_open(description)
+        and (record is None or record.output is None)
+    ):
+        # Closed while the archive is down or behind: Temporal kept the result.
+        await _fill_from_result(detail, temporal, workflow_id)
     if detail.status in TERMINAL_STATUSES and detail.status != "completed" and not detail.error:
         # finish_run records no reason for a cancel; until Temporal's reason is
         # reconciled in (once the execution has closed), say at least what happened.
@@ -204,6 +212,21 @@ def _apply_temporal(detail: RunDetail, description: WorkflowExecutionDescription
             detail.status = str(status)
         detail.current_nodes = []
         detail.pending_input = None
+
+
+async def _fill_from_result(detail: RunDetail, temporal: Client, workflow_id: str) -> None:
+    """A completed run's output and node reports from its Temporal result."""
+    if detail.status != RunStatus.COMPLETED.value:
+        return
+    try:
+        result = await temporal.get_workflow_handle(workflow_id, result_type=GraphRunResult).result(
+            rpc_timeout=QUERY_TIMEOUT
+        )
+    except Exception as exc:  # an offloaded result needs MongoDB; say what we have
+        log.info("result of %s unavailable (%r); describing without it", workflow_id, exc)
+        return
+    detail.output = result.output
+    detail.node_reports = detail.node_reports or list(result.node_reports)
 
 
 def _first_run_id(description: WorkflowExecutionDescription | None) -> str | None:

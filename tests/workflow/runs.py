@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, TypeVar
 
 import orjson
@@ -40,6 +41,9 @@ def is_subsequence(wanted: list[Any], seen: list[Any]) -> bool:
     """True if ``wanted`` appears in ``seen`` in order (not necessarily adjacent)."""
     it = iter(seen)
     return all(any(w == s for s in it) for w in wanted)
+
+
+QUERY_RPC_TIMEOUT = timedelta(seconds=3)
 
 
 @dataclass
@@ -86,7 +90,12 @@ class GraphRunner:
 
     @staticmethod
     async def describe(handle: WorkflowHandle[Any, Any]) -> RunDescription:
-        return await handle.query(DESCRIBE_QUERY, result_type=RunDescription)
+        # A query that meets a run continuing as new can be lost by the time-skipping
+        # server and would hang for the default RPC timeout: fail it soon, so that a
+        # caller polling for a state asks again.
+        return await handle.query(
+            DESCRIBE_QUERY, result_type=RunDescription, rpc_timeout=QUERY_RPC_TIMEOUT
+        )
 
     async def wait_for_prompt(
         self, handle: WorkflowHandle[Any, Any], node_id: str, *, timeout: float = 15.0
