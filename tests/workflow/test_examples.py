@@ -192,12 +192,32 @@ async def canceled_result(env: WorkflowEnvironment, handle: WorkflowHandle[Any, 
         await handle.result()
 
 
+async def activity_completed(handle: WorkflowHandle[Any, Any], activity_id: str) -> bool:
+    """Whether the run's history has the activity ``activity_id`` completed."""
+    scheduled: set[int] = set()
+    ended: set[int] = set()
+    async for event in handle.fetch_history_events():
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            attrs = event.activity_task_scheduled_event_attributes
+            scheduled.update([event.event_id] if attrs.activity_id == activity_id else [])
+        elif event.HasField("activity_task_completed_event_attributes"):
+            ended.add(event.activity_task_completed_event_attributes.scheduled_event_id)
+    return bool(scheduled & ended)
+
+
 async def test_cancel_while_waiting_terminates_the_run(
     runner: GraphRunner, time_skipping_env: WorkflowEnvironment
 ) -> None:
     handle = await runner.start(load_example("approval-flow"), {"topic": "cancel me"})
     await runner.wait_for_prompt(handle, "review")
 
+    async def asked() -> bool | None:
+        # Waiting means the ask is over: its activity has ended. (A cancel that meets
+        # the ask in flight is the next test's case; on the time-skipping server it
+        # can race the ask's end, ACTIVITY_UNKNOWN, and the run never ends.)
+        return True if await activity_completed(handle, "review.1.ask") else None
+
+    await eventually(asked, what="the prompt asked")
     with pytest.raises(WorkflowFailureError) as failure:
         await canceled_result(time_skipping_env, handle)
     assert isinstance(failure.value.cause, CancelledError)
