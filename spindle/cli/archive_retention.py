@@ -61,17 +61,16 @@ async def prune_runs(
         batch = ids[start : start + PRUNE_BATCH]
         by_stream = {"stream_id": {"$in": batch}}
         by_workflow = {"workflow_id": {"$in": batch}}
-        # Workstream children's node reports (and the NodeMessages they keep) go
-        # with the stream they posted to, their parent's.
-        by_report_stream = {"stream_id": {"$in": batch}}
         # A run's NodeMessages, and those of its workstream children (their stream).
         by_trace_stream = {"streamId": {"$in": batch}}
         if dry_run:
             runs += len(batch)
             messages += await archive.messages_coll.count_documents(by_stream)
             messages += await _paged_messages(archive, by_stream)
+            # Workstream children's node reports (and the NodeMessages they keep)
+            # go with the stream they posted to, their parent's.
             reports += await archive.node_reports_coll.count_documents(
-                {"$or": [by_workflow, by_report_stream]}
+                {"$or": [by_workflow, by_stream]}
             )
             traced += await archive.run_trace_coll.count_documents(by_trace_stream)
             continue
@@ -80,7 +79,7 @@ async def prune_runs(
         messages += await _paged_messages(archive, by_stream)
         await archive.message_pages.delete_many(by_stream)
         reports += (await archive.node_reports_coll.delete_many(by_workflow)).deleted_count
-        reports += (await archive.node_reports_coll.delete_many(by_report_stream)).deleted_count
+        reports += (await archive.node_reports_coll.delete_many(by_stream)).deleted_count
         traced += (await archive.run_trace_coll.delete_many(by_trace_stream)).deleted_count
         runs += (await archive.runs.delete_many({"_id": {"$in": batch}})).deleted_count
     # Map item pages: those of the runs above, and any stored before the cut-off

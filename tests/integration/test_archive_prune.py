@@ -41,6 +41,18 @@ async def archive(mongo_url: str) -> AsyncIterator[RunArchive]:
     await archive.close()
 
 
+def node_envelopes(prefix: str, node: str) -> list[TraceEntry]:
+    """A node's input and output NodeMessages, ``<prefix>-input`` and ``<prefix>-output``."""
+    return [
+        TraceEntry(
+            message={"messageId": f"{prefix}-{role}", "from": node, "timestamp": "2025-01-01"},
+            node_id=node,
+            role=role,
+        )
+        for role in ("input", "output")
+    ]
+
+
 async def seed_run(archive: RunArchive, *, age_days: float, messages: int) -> str:
     """A finished run created ``age_days`` ago, with messages, one node report and
     its two NodeMessages (input and output) in the trace collection."""
@@ -66,25 +78,10 @@ async def seed_run(archive: RunArchive, *, age_days: float, messages: int) -> st
     await archive.save_node_report(
         workflow_id, NodeReport(node_id="a", node_type="tool", status=NodeStatus.SUCCESS)
     )
-    envelopes = [
-        TraceEntry(
-            message={"messageId": f"{workflow_id}-{role}", "from": "a", "timestamp": "2025-01-01"},
-            node_id="a",
-            role=role,
-        )
-        for role in ("input", "output")
-    ]
-    await save_trace(archive, workflow_id, "r1", envelopes)
+    await save_trace(archive, workflow_id, "r1", node_envelopes(workflow_id, "a"))
     # A workstream child's node, archived as a node's end is now: its report keeps its
     # envelopes and names the stream it posted to, its parent's.
-    child = [
-        TraceEntry(
-            message={"messageId": f"{workflow_id}-ws-{role}", "from": "b", "timestamp": "2025"},
-            node_id="b",
-            role=role,
-        )
-        for role in ("input", "output")
-    ]
+    child = node_envelopes(f"{workflow_id}-ws", "b")
     await NodeFinished(
         workflow_id=f"{workflow_id}.ws-1",
         run_id="c1",
