@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client
 from temporalio.worker import Worker
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from spindle.shared.platform.logging_setup import configure_logging, redact_url
 from spindle.shared.platform.settings import Settings
@@ -33,6 +32,7 @@ from spindle.worker.llm.base import LlmProvider
 from spindle.worker.llm.providers import provider_from_settings
 from spindle.worker.metrics_server import sdk_metrics_runtime, serve_metrics
 from spindle.worker.offerings import build_catalog, load_offerings
+from spindle.worker.sandbox import workflow_runner
 
 if TYPE_CHECKING:
     from spindle.shared.bus.message_bus import MessageBus
@@ -40,35 +40,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# Modules the sandbox shares with the worker instead of re-importing per run:
-# ours are deterministic models; the rest are pure third-party libraries.
-PASSTHROUGH_MODULES = (
-    "spindle.shared.contracts",
-    "spindle.shared.graphs",
-    "pydantic",
-    "pydantic_core",
-    "jmespath",
-    "jsonschema",
-    "referencing",
-    "rpds",
-    "jsonschema_specifications",
-    "orjson",
-    "yaml",
-    # Tracing state (current span, context vars) must be the worker's, not a copy.
-    "opentelemetry",
-)
-
 
 def drain_timeout(settings: Settings) -> timedelta:
     """How long a stopping worker lets running activities finish (then cancels them)."""
     return timedelta(seconds=settings.worker_graceful_shutdown_seconds)
-
-
-def workflow_runner() -> SandboxedWorkflowRunner:
-    """The sandbox (on), with our deterministic modules passed through."""
-    return SandboxedWorkflowRunner(
-        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
-    )
 
 
 def workflow_classes() -> list[type[Any]]:

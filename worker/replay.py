@@ -90,7 +90,8 @@ def save_history(history: WorkflowHistory, folder: str | Path, generation: int =
 
 def replayer(workflows: Sequence[type[Any]] | None = None) -> Replayer:
     """A replayer configured like the worker: same sandbox, same data converter."""
-    from spindle.worker.main import workflow_classes, workflow_runner
+    from spindle.worker.main import workflow_classes
+    from spindle.worker.sandbox import workflow_runner
 
     return Replayer(
         workflows=list(workflows) if workflows is not None else workflow_classes(),

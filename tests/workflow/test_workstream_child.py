@@ -51,7 +51,7 @@ from spindle.worker.activities import build_activities
 from spindle.worker.activities.workstream import workstream_activities
 from spindle.worker.contracts import ChatMessage, ToolCall
 from spindle.worker.llm.base import LlmRequest, LlmResponse
-from spindle.worker.main import PASSTHROUGH_MODULES
+from spindle.worker.sandbox import PASSTHROUGH_MODULES
 from spindle.worker.workflows.workstreams.child_agent import (
     MAX_CONVERSATION,
     STANDING_HEADER,

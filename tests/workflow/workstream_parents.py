@@ -50,7 +50,8 @@ from spindle.worker.activities.artifacts import artifact_activities
 from spindle.worker.activities.lifecycle import LifecycleActivities
 from spindle.worker.contracts import POST_MESSAGE, Empty, RunNotice
 from spindle.worker.llm.offline import OfflineProvider
-from spindle.worker.main import build_worker, workflow_runner
+from spindle.worker.main import build_worker
+from spindle.worker.sandbox import workflow_runner
 from spindle.worker.workflows.graph_run import GraphRun
 from tests.workflow.runs import GraphRunner, M
 from tests.workflow.stub_workstream import STUB_LOG_QUERY, StubLog, StubWorkstream

@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -89,19 +88,15 @@ with workflow.unsafe.imports_passed_through():
     from spindle.worker.workflows.agent_loop import run_agent
     from spindle.worker.workflows.budget_meter import BudgetMeter
     from spindle.worker.workflows.items import run_map
-    from spindle.worker.workflows.scheduler import Activation, Advance, GraphScheduler
+    from spindle.worker.workflows.scheduler import (
+        Activation,
+        Advance,
+        GraphScheduler,
+        NodeCompletion,
+    )
     from spindle.worker.workflows.workstreams.parent_handlers import WorkstreamHandlers
     from spindle.worker.workflows.workstreams.parent_supervisor import WorkstreamSupervisor
     from spindle.worker.workflows.workstreams.parent_tools import offered_tools, workstream_toolbox
-
-
-@dataclass
-class _Completion:
-    """A node task's end, queued in the order it happened."""
-
-    activation: Activation
-    outcome: NodeOutcome | None
-    error: BaseException | None
 
 
 class _RunFailed(Exception):
@@ -145,7 +140,7 @@ class GraphRun(WorkstreamHandlers):
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._stopping = False  # the run is stopping its nodes (see _stop_nodes)
         self._started: dict[str, datetime] = {}
-        self._completions: list[_Completion] = []
+        self._completions: list[NodeCompletion] = []
         self._pending: dict[str, PendingInput] = {}  # insertion order = oldest first
         self._answers: dict[str, tuple[dict[str, Any], UserInput]] = {}
         self._output: Any = None
@@ -413,7 +408,7 @@ class GraphRun(WorkstreamHandlers):
             reused = self._reused_outcome(activation)
             if reused is not None:
                 # A fork: the source run's output stands in; no activity runs.
-                self._completions.append(_Completion(activation, reused, None))
+                self._completions.append(NodeCompletion(activation, reused, None))
                 continue
             self._tasks[activation.node_id] = asyncio.create_task(self._node_task(activation))
 
@@ -440,9 +435,9 @@ class GraphRun(WorkstreamHandlers):
         try:
             outcome = await self._execute(activation)
         except (FailureError, ExpressionError) as exc:
-            self._completions.append(_Completion(activation, None, exc))
+            self._completions.append(NodeCompletion(activation, None, exc))
         else:
-            self._completions.append(_Completion(activation, outcome, None))
+            self._completions.append(NodeCompletion(activation, outcome, None))
 
     def _record_success(self, activation: Activation, outcome: NodeOutcome) -> None:
         node = self._graph.node(activation.node_id)

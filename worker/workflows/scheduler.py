@@ -29,12 +29,15 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spindle.shared.contracts.graph_spec import EdgeSpec, GraphSpec
 from spindle.shared.contracts.runs import SchedulerSnapshot
 from spindle.shared.graphs.expressions import evaluate, is_truthy
 from spindle.shared.graphs.structure import find_back_edges
+
+if TYPE_CHECKING:
+    from spindle.worker.contracts import NodeOutcome
 
 # Safety net for graphs that were not validated: validation refuses unbounded
 # cycles, but a run must never loop forever because of a bad spec.
@@ -62,6 +65,19 @@ class Skip:
 
     node_id: str
     reason: str
+
+
+@dataclass
+class NodeCompletion:
+    """A node task's end (an outcome or an error), queued in the order it happened.
+
+    Defined here, outside the sandboxed workflow module, so that ``@dataclass`` runs
+    once per worker rather than once per run (worker/sandbox.py).
+    """
+
+    activation: Activation
+    outcome: NodeOutcome | None
+    error: BaseException | None
 
 
 @dataclass
