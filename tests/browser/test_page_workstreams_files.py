@@ -54,6 +54,9 @@ async def test_workstreams_show_in_a_panel_and_can_be_steered_and_stopped(
     await chat_card.locator(".ws-command").select_option("message")
     await chat_card.locator(".ws-text").fill("And the budget?")
     await chat_card.get_by_role("button", name="Send").click()
+    # The gateway took the message (a refused one shows its problem on the card).
+    await expect(chat_card.locator(".ws-text")).to_have_value("")
+    await expect(chat_card.locator(".inline-error")).to_be_hidden()
     await expect(answers).to_have_count(2)
     await expect(answers.last).to_contain_text("And the budget?")
 
