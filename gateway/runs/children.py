@@ -3,9 +3,12 @@
 Workstream children are started with the parent close policy ABANDON so that they
 outlive a parent that continues as new (docs/graphs/long-runs.md). A terminated
 parent runs no more code to stop them, so the terminate route asks the run for its
-workstreams first and cancels the open ones after the terminate; if the query went
-unanswered (a busy worker), it asks the closed run again (best effort: a run whose
-worker answers neither time leaves its children to their deadlines).
+workstreams first and cancels the open ones after the terminate. When the query goes
+unanswered (a busy worker, or none), Temporal's visibility lists them instead: the
+running workflows whose ``ParentWorkflowId`` is the run's (every generation's
+children carry the run's workflow id as their parent's). Visibility needs no worker;
+it is eventually consistent, so a child started in the last moment before the
+terminate may be missing from it, and is left to its deadline.
 """
 
 from __future__ import annotations
@@ -35,9 +38,23 @@ async def open_children(temporal: Client, workflow_id: str) -> list[str] | None:
             WORKSTREAMS_QUERY, result_type=WorkstreamList, rpc_timeout=QUERY_TIMEOUT
         )
     except TemporalError as exc:
+        log.info("workstreams of %s: query unanswered (%s); asking visibility", workflow_id, exc)
+        return await running_children(temporal, workflow_id)
+    return [w.child_workflow_id for w in listed.workstreams if not w.state.finished]
+
+
+async def running_children(temporal: Client, workflow_id: str) -> list[str] | None:
+    """The running child workflows of ``workflow_id`` by visibility; None if unknown."""
+    escaped = workflow_id.replace("\\", "\\\\").replace("'", "\\'")
+    query = f"ParentWorkflowId = '{escaped}' AND ExecutionStatus = 'Running'"
+    try:
+        return [
+            execution.id
+            async for execution in temporal.list_workflows(query, rpc_timeout=QUERY_TIMEOUT)
+        ]
+    except TemporalError as exc:
         log.warning("workstreams of %s unknown for now (%s)", workflow_id, exc)
         return None
-    return [w.child_workflow_id for w in listed.workstreams if not w.state.finished]
 
 
 async def cancel_children(temporal: Client, child_ids: list[str] | None) -> None:

@@ -397,6 +397,26 @@ async def test_terminating_the_run_cancels_its_workstreams(
     assert outcome["launch_id"] == launch_id and outcome["state"] == "canceled"
 
 
+async def test_terminating_a_run_without_a_worker_still_cancels_its_workstreams(
+    http: httpx.AsyncClient, stack: SpindleStack, parent: dict[str, Any]
+) -> None:
+    """No worker answers the run's workstream query: the gateway finds the children
+    in Temporal's visibility (their ParentWorkflowId) and cancels them; they end as
+    cancelled once a worker is back."""
+    ack = await launch(http, parent, task="Keep an eye on the queues.", interactive=True)
+    await until_info(http, parent, ack["launch_id"], phase="blocked")
+    stack.kill_worker()
+    try:
+        terminated = await http.post(f"/runs/{parent['workflow_id']}/terminate")
+        assert terminated.status_code == 202, terminated.text
+    finally:
+        await stack.restart_worker()
+
+    child = stack.temporal.get_workflow_handle(ack["child_workflow_id"])
+    outcome = await asyncio.wait_for(child.result(), timeout=WAIT)
+    assert outcome["launch_id"] == ack["launch_id"] and outcome["state"] == "canceled"
+
+
 async def test_a_terminate_from_temporal_itself_also_ends_its_workstreams(
     http: httpx.AsyncClient, stack: SpindleStack, parent: dict[str, Any], stream: SseConnection
 ) -> None:
