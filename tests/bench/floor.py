@@ -51,27 +51,47 @@ class SandboxedBareActivities:
         return await noop_chain(batch)
 
 
+class PubSubFloor:
+    """A bare PUBLISH → SUBSCRIBE pair, sampled one ~300 B message at a time.
+
+    Open it beside the path it is the floor of and take a sample between that
+    path's samples: both then see the same machine (``redis_pubsub_latencies``
+    takes them all in a row).
+    """
+
+    def __init__(self, redis_url: str) -> None:
+        from redis.asyncio import Redis
+
+        self._pub = Redis.from_url(redis_url)
+        self._sub = Redis.from_url(redis_url)
+        self._pubsub = self._sub.pubsub()
+        self._payload = b"x" * 300
+
+    async def open(self) -> None:
+        await self._pubsub.subscribe("bench:floor")
+        await self._pubsub.get_message(timeout=5)  # the subscribe confirmation
+
+    async def sample(self) -> float:
+        """One publish → receive latency, ms."""
+        start = time.perf_counter()
+        await self._pub.publish("bench:floor", self._payload)
+        while True:
+            msg = await self._pubsub.get_message(timeout=5)
+            if msg is not None and msg["type"] == "message":
+                return (time.perf_counter() - start) * 1000
+
+    async def close(self) -> None:
+        await self._pubsub.aclose()
+        await self._pub.aclose()
+        await self._sub.aclose()
+
+
 async def redis_pubsub_latencies(redis_url: str, count: int) -> list[float]:
     """Publish → receive latency (ms) of a bare PUBLISH of a ~300 B message,
     one at a time, subscriber already confirmed."""
-    from redis.asyncio import Redis
-
-    pub = Redis.from_url(redis_url)
-    sub = Redis.from_url(redis_url)
-    pubsub = sub.pubsub()
-    await pubsub.subscribe("bench:floor")
-    await pubsub.get_message(timeout=5)  # the subscribe confirmation
-    payload = b"x" * 300
-    out: list[float] = []
-    for _ in range(count):
-        start = time.perf_counter()
-        await pub.publish("bench:floor", payload)
-        while True:
-            msg = await pubsub.get_message(timeout=5)
-            if msg is not None and msg["type"] == "message":
-                break
-        out.append((time.perf_counter() - start) * 1000)
-    await pubsub.aclose()
-    await pub.aclose()
-    await sub.aclose()
-    return out
+    floor = PubSubFloor(redis_url)
+    await floor.open()
+    try:
+        return [await floor.sample() for _ in range(count)]
+    finally:
+        await floor.close()
