@@ -115,7 +115,7 @@ from tests.bench.stack import bench_stack
 from tests.bench.telemetry import bench_telemetry
 from tests.bench.tokens import bench_tokens
 from tests.bench.updates import bench_updates
-from tests.bench.workflow_streams import bench_workflow_streams
+from tests.bench.workflow_streams import bench_workflow_streams, spindle_stream_figures
 from tests.bench.workstreams import (
     WorkstreamBenchOptions,
     WorkstreamBudgetExceeded,
@@ -311,6 +311,21 @@ async def bench_sse(settings: Settings, base_url: str, messages: int) -> dict[st
     }
 
 
+async def _stream_sections(
+    client: Client, settings: Settings, base: str, args: argparse.Namespace, chosen: set[str]
+) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    if "sse" in chosen:
+        results["sse_delivery"] = await bench_sse(settings, base, args.messages)
+    if "updates" in chosen:
+        results["updates_1000"] = await bench_updates(client, settings, base)
+    if "fanout" in chosen:
+        results["fanout"] = await bench_fanout(
+            settings, base, viewers=args.fanout_viewers, messages=args.fanout_messages
+        )
+    return results
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     chosen = set(args.only or SECTIONS)
     results: dict[str, Any] = {}
@@ -325,18 +340,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             _, base = stack.gateway("gateway")
         if "nodes" in chosen:
             results["graph_nodes"] = await bench_nodes(client, settings, args.nodes, args.repeat)
-        if "sse" in chosen:
-            results["sse_delivery"] = await bench_sse(settings, base, args.messages)
-        if "updates" in chosen:
-            results["updates_1000"] = await bench_updates(client, settings, base)
         # The stream-path latencies (sub-millisecond at one viewer) before the
         # sections that load the stack: what those leave running is not theirs.
-        if "fanout" in chosen:
-            results["fanout"] = await bench_fanout(
-                settings, base, viewers=args.fanout_viewers, messages=args.fanout_messages
-            )
+        results.update(await _stream_sections(client, settings, base, args, chosen))
+        spindle_streams = None
         if "wfstreams" in chosen:
-            results["workflow_streams"] = await bench_workflow_streams(client, settings, base)
+            spindle_streams = await spindle_stream_figures(settings, base)
         if "load" in chosen:
             options = LoadOptions(
                 runs=args.load_runs,
@@ -375,6 +384,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             )
         if "redis" in chosen:
             results["redis_topologies"] = await bench_redis_topologies(args.messages)
+        if spindle_streams is not None:
+            results["workflow_streams"] = await bench_workflow_streams(client, spindle_streams)
         results.update(await _workflow_sections(client, settings, args, chosen))
     return results
 
