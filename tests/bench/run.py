@@ -313,17 +313,25 @@ async def bench_sse(settings: Settings, base_url: str, messages: int) -> dict[st
 
 async def _stream_sections(
     client: Client, settings: Settings, base: str, args: argparse.Namespace, chosen: set[str]
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], dict[int, dict[str, Any]] | None]:
+    """The stream sections, and Spindle's side of ``wfstreams`` (None: not chosen).
+
+    Spindle's side of ``wfstreams`` comes before the 1,000-viewer fan-out, whose
+    closed connections the gateway's collector walks afterwards.
+    """
     results: dict[str, Any] = {}
     if "sse" in chosen:
         results["sse_delivery"] = await bench_sse(settings, base, args.messages)
     if "updates" in chosen:
         results["updates_1000"] = await bench_updates(client, settings, base)
+    spindle_streams = None
+    if "wfstreams" in chosen:
+        spindle_streams = await spindle_stream_figures(settings, base)
     if "fanout" in chosen:
         results["fanout"] = await bench_fanout(
             settings, base, viewers=args.fanout_viewers, messages=args.fanout_messages
         )
-    return results
+    return results, spindle_streams
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -342,10 +350,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             results["graph_nodes"] = await bench_nodes(client, settings, args.nodes, args.repeat)
         # The stream-path latencies (sub-millisecond at one viewer) before the
         # sections that load the stack: what those leave running is not theirs.
-        results.update(await _stream_sections(client, settings, base, args, chosen))
-        spindle_streams = None
-        if "wfstreams" in chosen:
-            spindle_streams = await spindle_stream_figures(settings, base)
+        streams, spindle_streams = await _stream_sections(client, settings, base, args, chosen)
+        results.update(streams)
         if "load" in chosen:
             options = LoadOptions(
                 runs=args.load_runs,
