@@ -22,7 +22,6 @@ import importlib.abc
 import importlib.machinery
 import os
 import sys
-import threading
 from collections.abc import Sequence
 from types import CodeType, ModuleType
 
@@ -63,8 +62,8 @@ def workflow_runner() -> SandboxedWorkflowRunner:
 class _CachingSourceLoader(importlib.machinery.SourceFileLoader):
     """A source loader that compiles a file once per process and source version."""
 
+    # Two threads compiling one file at once both store equal code: no lock needed.
     _codes: dict[tuple[str, int, int], CodeType] = {}
-    _lock = threading.Lock()
 
     def get_code(self, fullname: str) -> CodeType:
         stat = os.stat(self.path)
@@ -74,8 +73,7 @@ class _CachingSourceLoader(importlib.machinery.SourceFileLoader):
             code = super().get_code(fullname)
             if code is None:  # pragma: no cover - a source file always has code
                 raise ImportError(f"no code for {fullname}", name=fullname)
-            with self._lock:
-                self._codes[key] = code
+            self._codes[key] = code
         return code
 
 

@@ -239,7 +239,7 @@ async def bench_workflow_streams(
                     case = await _case(client, publisher, fastest, count)
                     case["spindle_p50_ms"] = spindle[count]["sse_p50_ms"]
                     case["spindle_p99_ms"] = spindle[count]["sse_p99_ms"]
-                    # Spindle's receipts owed and missed (its p99 is over those that came).
+                    # Spindle's p99 is over the receipts that came: its misses, beside it.
                     case["spindle_missed"] = spindle[count]["sse_missed"]
                     _ratios(case, spindle[count]["sse_p99_ms"])
                     cases.append(case)
