@@ -16,7 +16,7 @@ catch-up loop in every worker process replays the list in order, with backoff,
 until MongoDB answers; a short Redis lock lets only one process drain at a time,
 and an operation leaves the list only after MongoDB took it. Every operation is
 idempotent (message pages are keyed by stream and seq range and read each seq
-once, node reports by node visit,
+once, report pages by run and content and read each node visit once,
 run updates are ``$set``), so replaying one that did reach MongoDB before a
 crash is harmless.
 
@@ -58,6 +58,7 @@ from spindle.shared.contracts.runs import NodeReport
 from spindle.shared.platform.background_loop import BackgroundLoop
 from spindle.shared.store.archive import (
     MESSAGE_PAGES,
+    NODE_REPORT_PAGES,
     MessagesToPage,
     message_entries,
     node_report_write,
@@ -218,7 +219,7 @@ class SaveNodeReport(BaseModel):
         request = node_report_write(
             self.workflow_id, self.report, input=self.input, output=self.output
         )
-        return [("node_reports", request)]
+        return [(NODE_REPORT_PAGES, request)]
 
     def describe(self) -> str:
         return f"report of node {self.report.node_id} in {self.workflow_id}"

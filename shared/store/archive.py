@@ -2,8 +2,9 @@
 
 CONTRACT (keep these names and semantics).
 Uses ``pymongo.AsyncMongoClient`` and a conservative subset of operations that
-the nx-27017 wire server supports: one document per node report and per page
-of messages, no unbounded arrays, inserts and idempotent upserts keyed by ``_id``.
+the nx-27017 wire server supports: one page of messages per stream and one page
+of node reports per run for each archiver batch, no unbounded arrays, inserts
+and idempotent upserts keyed by ``_id``.
 
 Collections::
 
@@ -27,10 +28,22 @@ Collections::
                   keeps (a prompt's), with workflowId, nodeId, role, at, streamId
                   (``spindle.shared.store.run_trace``) — indexes (workflowId, at),
                   streamId
-    node_reports  _id="<workflow_id>:<node_id>:<visit>"; workflow_id, stream_id,
-                  report fields, input (envelope), output (envelope), trace (the
-                  two envelopes' trace fields: role, at, attempt, traceId, …) —
-                  indexes (workflow_id, started_at), stream_id
+    node_report_pages
+                  _id="<workflow_id>:<digest of its reports>"; workflow_id,
+                  stream_id, recorded_at (date), saved (µs, the fold's order),
+                  reports: [{key
+                  ("<workflow_id>:<node_id>:<visit>"), report fields, workflow_id,
+                  stream_id, input (envelope), output (envelope), trace (the two
+                  envelopes' trace fields: role, at, attempt, traceId, …)}] — one
+                  document per run per archiver batch (about PAGE_MAX_BYTES at
+                  most), inserted once; a key saved again in a later page
+                  replaces the earlier (``node_reports()`` folds them) — indexes
+                  workflow_id, stream_id
+    node_reports  _id="<workflow_id>:<node_id>:<visit>"; the same fields as a
+                  page's report (recorded_at its first save): one document per
+                  node execution, as archives before report pages kept them;
+                  read with the pages, no longer written — indexes
+                  (workflow_id, started_at), stream_id
     graphs        _id="<tenant_id>/<name>"; name, spec (dict), tenant_id, updated_at
     catalogs      _id=worker identity (default: a hash of the catalog); catalog, updated_at
                   — ``get_catalog`` merges them all, so workers offering
@@ -74,7 +87,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 import orjson
@@ -112,16 +127,18 @@ PAGE_MAX_BYTES = 4 * 1024 * 1024
 one is at most ``Settings.max_message_bytes``), far below MongoDB's 16 MB."""
 # Collections whose documents are inserted once and never changed (a second insert
 # of one is a duplicate-key error, ignored): bulks to them need no order.
-INSERT_ONLY = frozenset({"messages", MESSAGE_PAGES})
+NODE_REPORT_PAGES = "node_report_pages"
+INSERT_ONLY = frozenset({"messages", MESSAGE_PAGES, NODE_REPORT_PAGES})
 
 # Strings: subscripting pymongo's generic requests at import time touches a lock
 # the workflow sandbox restricts (this module is imported there too).
 MongoRequest: TypeAlias = "InsertOne[dict[str, Any]] | UpdateOne | ReplaceOne[dict[str, Any]]"
-ArchiveRequest: TypeAlias = "MongoRequest | MessagesToPage"
+ArchiveRequest: TypeAlias = "MongoRequest | MessagesToPage | ReportToPage"
 ArchiveWrite: TypeAlias = "tuple[str, ArchiveRequest]"
 """One write request and the collection it goes to."""
 # Run records leave out the document's port data (``spindle.shared.store.run_document``).
 NOT_PORT_DATA = {"portData": 0}
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def message_id(stream_id: str, seq: int) -> str:
@@ -135,6 +152,16 @@ class MessagesToPage(NamedTuple):
     stream_id: str
     entries: list[dict[str, Any]]
     """``{seq, ts, raw, traceId?, spanId?}`` each."""
+
+
+class ReportToPage(NamedTuple):
+    """One node report, as a write request: ``bulk_apply`` gathers those of a batch
+    per run and inserts them as pages (``node_report_pages``)."""
+
+    workflow_id: str
+    stream_id: str
+    report: dict[str, Any]
+    """The stored report: ``key`` (``node_report_id``) and the report's fields."""
 
 
 def node_report_id(workflow_id: str, report: NodeReport) -> str:
@@ -154,7 +181,9 @@ class RunArchive:
         # Archives from before pages: one document per message, read, not written.
         self.messages_coll: AsyncCollection[dict[str, Any]] = self._db["messages"]
         self.message_pages: AsyncCollection[dict[str, Any]] = self._db[MESSAGE_PAGES]
+        # Archives from before report pages: one document per node execution, read.
         self.node_reports_coll: AsyncCollection[dict[str, Any]] = self._db["node_reports"]
+        self.node_report_pages: AsyncCollection[dict[str, Any]] = self._db[NODE_REPORT_PAGES]
         self.graphs: AsyncCollection[dict[str, Any]] = self._db["graphs"]
         self.catalogs: AsyncCollection[dict[str, Any]] = self._db["catalogs"]
         # NodeMessages no node report keeps: prompts (spindle.shared.store.run_trace).
@@ -187,6 +216,8 @@ class RunArchive:
             [("workflow_id", ASCENDING), ("started_at", ASCENDING)], name="workflow_started"
         )
         await self.node_reports_coll.create_index([("stream_id", ASCENDING)], name="stream")
+        await self.node_report_pages.create_index([("workflow_id", ASCENDING)], name="workflow")
+        await self.node_report_pages.create_index([("stream_id", ASCENDING)], name="stream")
         await self.run_trace_coll.create_index(
             [("workflowId", ASCENDING), ("at", ASCENDING)], name="workflow_at"
         )
@@ -216,18 +247,29 @@ class RunArchive:
         """
         by_collection: dict[str, list[MongoRequest]] = {}
         to_page: dict[str, list[dict[str, Any]]] = {}
+        to_report_page: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for collection, request in writes:
             if isinstance(request, MessagesToPage):
                 to_page.setdefault(request.stream_id, []).extend(request.entries)
+            elif isinstance(request, ReportToPage):
+                run = (request.workflow_id, request.stream_id)
+                to_report_page.setdefault(run, []).append(request.report)
             else:
                 by_collection.setdefault(collection, []).append(request)
+        # A batch's messages of a stream, and its node reports of a run, become one
+        # page each: documents per node stay below one
+        # (docs/operations/observability.md#run-archive).
         if to_page:
-            # A batch's messages of a stream become one page: documents per node
-            # stay below one (docs/operations/observability.md#run-archive).
             by_collection[MESSAGE_PAGES] = [
                 InsertOne(page)
                 for stream_id, entries in to_page.items()
                 for page in message_pages(stream_id, entries)
+            ]
+        if to_report_page:
+            by_collection[NODE_REPORT_PAGES] = [
+                InsertOne(page)
+                for (workflow_id, stream_id), reports in to_report_page.items()
+                for page in node_report_pages(workflow_id, stream_id, reports)
             ]
         runs = by_collection.pop("runs", None)
         await asyncio.gather(
@@ -401,23 +443,30 @@ class RunArchive:
         self, workflow_id: str, report: NodeReport, *, input: Any = None, output: Any = None
     ) -> None:
         """Archive one node execution; saving it again replaces it (idempotent)."""
-        fields = node_report_fields(workflow_id, report, input=input, output=output)
-        await self.node_reports_coll.update_one(
-            {"_id": node_report_id(workflow_id, report)},
-            {"$set": fields, "$setOnInsert": {"recorded_at": utcnow()}},
-            upsert=True,
-        )
+        write = node_report_write(workflow_id, report, input=input, output=output)
+        await self.bulk_apply([(NODE_REPORT_PAGES, write)])
 
     async def node_reports(self, workflow_id: str) -> list[dict[str, Any]]:
-        """A run's node reports in execution order (start time, then first save)."""
-        cursor = self.node_reports_coll.find({"workflow_id": workflow_id}).sort(
-            [("started_at", ASCENDING), ("recorded_at", ASCENDING), ("_id", ASCENDING)]
-        )
-        reports = []
-        async for doc in cursor:
-            doc.pop("_id", None)
-            reports.append(normalise(doc))
-        return reports
+        """A run's node reports in execution order (start time, then first save).
+
+        Each node execution once, as its last save left it: the pages are folded
+        in the order they were recorded (a later attempt's report replaces the
+        earlier), after the per-report documents of older archives.
+        """
+        found: dict[str, dict[str, Any]] = {}
+        async for doc in self.node_reports_coll.find({"workflow_id": workflow_id}):
+            found[str(doc.pop("_id"))] = normalise(doc)
+        saves: list[tuple[int, int, datetime, dict[str, Any]]] = []
+        async for page in self.node_report_pages.find({"workflow_id": workflow_id}):
+            recorded_at = as_utc(page["recorded_at"])
+            for report in page.get("reports") or ():
+                attempt = int(report.get("attempt") or 1)
+                saves.append((int(page.get("saved") or 0), attempt, recorded_at, report))
+        for _, _, recorded_at, report in sorted(saves, key=lambda save: save[:2]):
+            key = str(report.pop("key"))
+            first = found.get(key, {}).get("recorded_at", recorded_at)
+            found[key] = normalise({**report, "recorded_at": first})
+        return sorted(found.values(), key=_execution_order)
 
     # -- graphs --------------------------------------------------------------
 
@@ -567,6 +616,67 @@ def message_pages(stream_id: str, entries: Sequence[dict[str, Any]]) -> list[dic
     ]
 
 
+def node_report_pages(
+    workflow_id: str, stream_id: str, reports: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """``node_report_pages`` documents of a run's reports saved in one batch: each
+    node execution once (its last save), cut at about ``PAGE_MAX_BYTES``.
+
+    A page's ``_id`` is its run and a digest of its reports, so the same batch
+    written again (an outbox replay) is a duplicate insert, ignored.
+    """
+    last = list({str(report["key"]): report for report in reports}.values())
+    pages: list[list[dict[str, Any]]] = []
+    size = 0
+    for report in last:
+        report_bytes = len(orjson.dumps(report, default=str))
+        if not pages or size + report_bytes > PAGE_MAX_BYTES:
+            pages.append([])
+            size = 0
+        pages[-1].append(report)
+        size += report_bytes
+    recorded_at, saved = utcnow(), _save_stamp()
+    return [
+        {
+            "_id": f"{workflow_id}:{_digest(page)}",
+            "workflow_id": workflow_id,
+            "stream_id": stream_id,
+            "recorded_at": recorded_at,
+            "saved": saved,
+            "reports": page,
+        }
+        for page in pages
+    ]
+
+
+_last_stamp = 0
+
+
+def _save_stamp() -> int:
+    """Microseconds since the epoch, rising within a process: two saves of one
+    report in a millisecond (MongoDB's date precision) still fold in order."""
+    global _last_stamp
+    _last_stamp = max(time.time_ns() // 1000, _last_stamp + 1)
+    return _last_stamp
+
+
+def _digest(reports: list[dict[str, Any]]) -> str:
+    body = orjson.dumps(reports, default=str, option=orjson.OPT_SORT_KEYS)
+    return hashlib.blake2b(body, digest_size=12).hexdigest()
+
+
+def _execution_order(report: dict[str, Any]) -> tuple[bool, str, datetime, str]:
+    """Start time (reports without one first, as MongoDB sorts nulls), first save."""
+    started = report.get("started_at")
+    recorded = report.get("recorded_at")
+    return (
+        started is not None,
+        str(started or ""),
+        recorded if isinstance(recorded, datetime) else _EPOCH,
+        f"{report.get('node_id')}:{report.get('visit')}",
+    )
+
+
 def node_report_write(
     workflow_id: str,
     report: NodeReport,
@@ -574,20 +684,18 @@ def node_report_write(
     input: Any = None,
     output: Any = None,
     extra: dict[str, Any] | None = None,
-) -> UpdateOne:
-    """The upsert ``RunArchive.save_node_report`` makes, as a bulk request.
+) -> ReportToPage:
+    """The write ``RunArchive.save_node_report`` makes, as a bulk request.
 
-    ``extra``: more fields to set (a node's end sets ``stream_id`` and ``trace``,
-    see ``spindle.shared.store.run_trace.NodeFinished``).
+    ``extra``: more fields to store (a node's end stores ``stream_id`` and
+    ``trace``, see ``spindle.shared.store.run_trace.NodeFinished``).
     """
     fields = node_report_fields(workflow_id, report, input=input, output=output)
     if extra:
         fields.update(storable(extra))
-    return UpdateOne(
-        {"_id": node_report_id(workflow_id, report)},
-        {"$set": fields, "$setOnInsert": {"recorded_at": utcnow()}},
-        upsert=True,
-    )
+    stream_id = str(fields.get("stream_id") or workflow_id)
+    fields.update(key=node_report_id(workflow_id, report), stream_id=stream_id)
+    return ReportToPage(workflow_id, stream_id, fields)
 
 
 def node_report_fields(
@@ -603,6 +711,7 @@ __all__ = [
     "ArchiveRequest",
     "ArchiveWrite",
     "MessagesToPage",
+    "ReportToPage",
     "RunArchive",
     "RunRecord",
     "StoredMessage",
@@ -611,6 +720,7 @@ __all__ = [
     "message_id",
     "message_pages",
     "node_report_id",
+    "node_report_pages",
     "node_report_write",
     "run_update",
     "utcnow",

@@ -3,7 +3,7 @@
 Seed 000 appends every NodeMessage of a run to a ``trace`` array in the run's
 document. An array grows without bound (MongoDB caps a document at 16 MB), so
 here the trace is kept per node: a node's input and output envelopes are in its
-node report (``node_reports``: ``input``, ``output``, and ``trace``, their trace
+node report (``node_report_pages``: ``input``, ``output``, and ``trace``, their trace
 fields), and a NodeMessage no report holds (a prompt's) is a document of its own
 in the ``run_trace`` collection, keyed by its ``messageId`` and carrying its run::
 
@@ -39,7 +39,7 @@ from pydantic import BaseModel, Field
 from pymongo import ReplaceOne, UpdateOne
 
 from spindle.shared.contracts.runs import NodeReport
-from spindle.shared.store.archive import node_report_write
+from spindle.shared.store.archive import NODE_REPORT_PAGES, node_report_write
 from spindle.shared.store.run_document import (
     TRACE_COLLECTION,
     as_utc,
@@ -248,7 +248,7 @@ class NodeFinished(BaseModel):
         )
         run = UpdateOne({"_id": self.workflow_id}, update, upsert=bool(self.create_with))
         return [
-            ("node_reports", report),
+            (NODE_REPORT_PAGES, report),
             *trace_writes(self.workflow_id, self.run_id, apart, self.stream_id),
             ("runs", run),
         ]
@@ -317,10 +317,7 @@ async def run_trace(archive: RunArchive, workflow_id: str) -> list[dict[str, Any
     found: dict[str, dict[str, Any]] = {}
     async for doc in archive.run_trace_coll.find({"workflowId": workflow_id}):
         found[str(doc.pop("_id"))] = normalise(doc)
-    reports = archive.node_reports_coll.find(
-        {"workflow_id": workflow_id}, {"input": 1, "output": 1, "trace": 1}
-    )
-    async for report in reports:
+    for report in await archive.node_reports(workflow_id):
         for entry in _report_entries(report):
             found.setdefault(str(entry["messageId"]), normalise(entry))
     return [

@@ -69,9 +69,9 @@ async def prune_runs(
             messages += await _paged_messages(archive, by_stream)
             # Workstream children's node reports (and the NodeMessages they keep)
             # go with the stream they posted to, their parent's.
-            reports += await archive.node_reports_coll.count_documents(
-                {"$or": [by_workflow, by_stream]}
-            )
+            either = {"$or": [by_workflow, by_stream]}
+            reports += await archive.node_reports_coll.count_documents(either)
+            reports += await _paged_reports(archive, either)
             traced += await archive.run_trace_coll.count_documents(by_trace_stream)
             continue
         # Children first: a run is only gone once nothing of it is left behind.
@@ -80,6 +80,9 @@ async def prune_runs(
         await archive.message_pages.delete_many(by_stream)
         reports += (await archive.node_reports_coll.delete_many(by_workflow)).deleted_count
         reports += (await archive.node_reports_coll.delete_many(by_stream)).deleted_count
+        for query in (by_workflow, by_stream):
+            reports += await _paged_reports(archive, query)
+            await archive.node_report_pages.delete_many(query)
         traced += (await archive.run_trace_coll.delete_many(by_trace_stream)).deleted_count
         runs += (await archive.runs.delete_many({"_id": {"$in": batch}})).deleted_count
     # Map item pages: those of the runs above, and any stored before the cut-off
@@ -101,4 +104,13 @@ async def _paged_messages(archive: RunArchive, query: dict[str, Any]) -> int:
     held = 0
     async for page in archive.message_pages.find(query, {"messages": 1}):
         held += len(page.get("messages") or ())
+    return held
+
+
+async def _paged_reports(archive: RunArchive, query: dict[str, Any]) -> int:
+    """How many node reports the ``node_report_pages`` matching ``query`` hold
+    (a node execution saved in two batches counts twice)."""
+    held = 0
+    async for page in archive.node_report_pages.find(query, {"reports": 1}):
+        held += len(page.get("reports") or ())
     return held

@@ -42,7 +42,14 @@ WRITE_COMMANDS = frozenset({"insert", "update", "delete"})
 _STATEMENTS = {"insert": "documents", "update": "updates", "delete": "deletes"}
 LOCAL_ACTIVITY_MARKER = "core_local_activity"
 """The marker name Temporal's core SDK records a local activity's result under."""
-ARCHIVE_COLLECTIONS = ("runs", "messages", "message_pages", "node_reports", "run_trace")
+ARCHIVE_COLLECTIONS = (
+    "runs",
+    "messages",
+    "message_pages",
+    "node_reports",
+    "node_report_pages",
+    "run_trace",
+)
 
 
 class MongoWrites(monitoring.CommandListener):

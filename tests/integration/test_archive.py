@@ -16,10 +16,13 @@ from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import (
     PAGE_MAX_BYTES,
     PAGE_MAX_MESSAGES,
+    ArchiveWrite,
     RunArchive,
     RunRecord,
     message_id,
     message_pages,
+    node_report_pages,
+    node_report_write,
 )
 
 pytestmark = pytest.mark.integration
@@ -237,6 +240,64 @@ async def test_node_reports_are_idempotent_and_in_execution_order(archive: RunAr
     assert first["workflow_id"] == wf and first["duration_ms"] == 12.5
     assert NodeReport.model_validate(first).node_type == "tool"
     assert await archive.node_reports(unique("none")) == []
+
+
+async def test_a_batch_of_a_run_s_node_reports_is_one_page_and_later_saves_replace(
+    archive: RunArchive,
+) -> None:
+    wf, other = unique("wf"), unique("wf")
+
+    def save(node: str, visit: int, attempt: int = 1, status: str = "SUCCESS") -> ArchiveWrite:
+        report = NodeReport(
+            node_id=node,
+            node_type="tool",
+            status=NodeStatus(status),
+            attempt=attempt,
+            visit=visit,
+            started_at=(T0 + timedelta(seconds=visit)).isoformat(),
+        )
+        return ("node_report_pages", node_report_write(wf, report, output={"v": visit}))
+
+    # An archiver batch: 300 node executions of one run, one of them saved twice
+    # (its last save counts), and one report of another run.
+    batch = [save("step", visit) for visit in range(1, 301)]
+    batch.insert(10, save("step", 200, status="FAILED"))
+    other_report = NodeReport(node_id="x", node_type="tool", status=NodeStatus.SUCCESS)
+    batch.append(("node_report_pages", node_report_write(other, other_report)))
+    await archive.bulk_apply(batch)
+    assert await archive.node_report_pages.count_documents({"workflow_id": wf}) == 1
+    # The outbox replays a batch MongoDB may already have taken: nothing changes.
+    await archive.bulk_apply(batch)
+    assert await archive.node_report_pages.count_documents({"workflow_id": wf}) == 1
+
+    reports = await archive.node_reports(wf)
+    assert [r["visit"] for r in reports] == list(range(1, 301))
+    assert {r["status"] for r in reports} == {"SUCCESS"}
+    assert reports[199]["output"] == {"v": 200} and "key" not in reports[0]
+    first_saved = reports[0]["recorded_at"]
+
+    # A later batch retries visit 1 (attempt 2, failed this time): it replaces the
+    # first, which keeps its first save time; a run archived before report pages
+    # (one document per report) is read with them.
+    await archive.bulk_apply([save("step", 1, attempt=2, status="FAILED")])
+    await archive.node_reports_coll.insert_one(
+        {"_id": f"{wf}:legacy:1", "workflow_id": wf, "node_id": "legacy", "visit": 1}
+    )
+    reports = await archive.node_reports(wf)
+    assert [(r["node_id"], r["visit"]) for r in reports][:2] == [("legacy", 1), ("step", 1)]
+    assert (reports[1]["status"], reports[1]["attempt"]) == ("FAILED", 2)
+    assert reports[1]["recorded_at"] == first_saved
+    assert len(reports) == 301
+    assert [r["node_id"] for r in await archive.node_reports(other)] == ["x"]
+
+
+def test_report_pages_are_cut_by_bytes() -> None:
+    big = "z" * (PAGE_MAX_BYTES // 2 + 1)
+    reports = [{"key": f"w:n:{v}", "visit": v, "output": big} for v in (1, 2, 3)]
+    pages = node_report_pages("w", "w", reports)
+    assert [len(p["reports"]) for p in pages] == [1, 1, 1]
+    assert len({p["_id"] for p in pages}) == 3
+    assert node_report_pages("w", "w", reports)[0]["_id"] == pages[0]["_id"]
 
 
 async def test_graphs_round_trip(archive: RunArchive) -> None:
