@@ -44,6 +44,7 @@ from spindle.gateway.auth.throttle import AuthFailureThrottle
 from spindle.gateway.http.access_log import install_access_log_redaction
 from spindle.gateway.http.body_limit import ContentLengthLimit
 from spindle.gateway.http.problems import install_problem_handlers
+from spindle.gateway.http.server_send import SpindleApp
 from spindle.gateway.limits.tenant_limits import TenantLimits
 from spindle.gateway.protocols.a2a import install_a2a
 from spindle.gateway.protocols.a2a.push_watch import PushWatcher
@@ -190,7 +191,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         settings: defaults to the process settings read from the environment.
     """
     settings = settings or get_settings()
-    app = FastAPI(
+    app = SpindleApp(
         title="Spindle",
         summary="Durable AI agent graph runs on Temporal, streamed live over SSE",
         version="0.1.0",

@@ -19,7 +19,6 @@ at the next write.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
@@ -30,6 +29,7 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from spindle.gateway.http.problems import spindle_problem
+from spindle.gateway.http.server_send import body_send
 from spindle.gateway.limits.tenant_limits import StreamLease
 from spindle.gateway.streams.drain import StreamDrain
 from spindle.gateway.streams.follower import BACKLOG_CHUNK, StreamCursor, StreamFollower
@@ -193,18 +193,17 @@ class RunEventStream:
         if not self._follower.backlog_pending:
             await write(head)
             head = b""
-        async with contextlib.aclosing(self._follower.batches()) as batches:
-            async for batch in batches:
-                if not batch:
-                    await write(KEEPALIVE)
-                    await self._refresh_lease()
-                    await self._idle_tick()
-                    continue
-                self._idle_ticks = 0
-                await write(head + b"".join([frame(m.seq, m.raw) for m in batch]))
-                head = b""
-                metrics.messages_delivered(len(batch))
-                self._refresh_lease_if_due()
+        while (batch := await self._follower.next_batch()) is not None:
+            if not batch:
+                await write(KEEPALIVE)
+                await self._refresh_lease()
+                await self._idle_tick()
+                continue
+            self._idle_ticks = 0
+            await write(head + b"".join([frame(m.seq, m.raw) for m in batch]))
+            head = b""
+            metrics.messages_delivered(len(batch))
+            self._refresh_lease_if_due()
 
     async def _idle_tick(self) -> None:
         if self._on_idle is None:
@@ -255,8 +254,12 @@ class EventStreamResponse(Response):
             metrics.stream_opened(resumed=self.stream.resumed)
             counted = True
 
+            # Frames skip Starlette's send wrappers, which have seen the start
+            # (spindle.gateway.http.server_send).
+            frames_send = body_send(scope, send)
+
             async def write(body: bytes) -> None:
-                await send({"type": "http.response.body", "body": body, "more_body": True})
+                await frames_send({"type": "http.response.body", "body": body, "more_body": True})
 
             pump = asyncio.create_task(self.stream.pump(write))
             watch = asyncio.create_task(_wait_disconnect(receive))

@@ -45,8 +45,8 @@ class Subscription:
         Raises:
             SubscriptionLost: the feed broke; events may have been missed.
         """
-        event = await self._next(pokable=False)
-        assert event is not None  # only a poke returns None, and pokes are ignored here
+        while (event := await self.get_or_poked()) is None:
+            pass  # pokes are for get_or_poked's callers: ignored here
         return event
 
     async def get_or_poked(self) -> LiveEvent | None:
@@ -60,13 +60,12 @@ class Subscription:
         Raises:
             SubscriptionLost: the feed broke; events may have been missed.
         """
-        return await self._next(pokable=True)
-
-    async def _next(self, *, pokable: bool) -> LiveEvent | None:
+        # One frame between the consumer and its future: under fan-out each
+        # frame is paid once per viewer per message.
         while not self._events:
             if self._lost is not None:
                 raise SubscriptionLost(self._lost)
-            if pokable and self._poked:
+            if self._poked:
                 self._poked = False
                 return None
             self._waiter = asyncio.get_running_loop().create_future()
