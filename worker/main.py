@@ -283,7 +283,26 @@ def main(task_queues: list[str] | None = None) -> None:
     if task_queues:
         settings = settings.model_copy(update={"worker_task_queues": task_queues})
     configure_logging(settings)
-    asyncio.run(run_worker(settings))
+    with asyncio.Runner(loop_factory=event_loop_factory(settings)) as runner:
+        runner.run(run_worker(settings))
+
+
+def event_loop_factory(settings: Settings) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The worker's event loop (``SPINDLE_WORKER_EVENT_LOOP``); None: the standard one.
+
+    uvloop cut the worker's CPU per run by about a tenth: the Temporal bridge
+    wakes the loop from its threads for every poll and completion, and the
+    node activities' Redis and MongoDB sockets are its other work
+    (docs/operations/scaling.md#worker-event-loop).
+    """
+    if settings.worker_event_loop == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:  # not installed (Windows): the standard loop
+        logger.info("uvloop is not installed: the worker runs on the standard asyncio loop")
+        return None
+    return uvloop.new_event_loop
 
 
 if __name__ == "__main__":

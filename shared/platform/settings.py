@@ -598,6 +598,15 @@ class Settings(BaseSettings):
     )
 
     # Worker
+    worker_event_loop: Literal["uvloop", "asyncio"] = Field(
+        "uvloop",
+        description=(
+            "The worker process's event loop: uvloop (where it is installed; the "
+            "standard loop elsewhere) or the standard asyncio loop "
+            "(docs/operations/scaling.md#worker-event-loop)"
+        ),
+        validation_alias=_env("WORKER_EVENT_LOOP"),
+    )
     worker_max_concurrent_activities: int = Field(
         200,
         ge=1,

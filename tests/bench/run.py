@@ -93,6 +93,7 @@ from spindle.shared.contracts.runs import GRAPH_RUN_WORKFLOW, GraphRunInput, Gra
 from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunArchive
 from spindle.shared.temporal.converter import data_converter
+from spindle.worker.main import event_loop_factory
 from tests.bench.browser_latency import bench_browser_latency
 from tests.bench.budgets import bench_budgets
 from tests.bench.fanout import bench_fanout
@@ -501,7 +502,10 @@ def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
     try:
-        results = asyncio.run(run(args))
+        # The loop a deployed worker runs on, so the in-process workers measured
+        # here (and their floors, in the same loop) are the production one.
+        with asyncio.Runner(loop_factory=event_loop_factory(Settings())) as runner:
+            results = runner.run(run(args))
     except (LoadBudgetExceeded, LoadErrors, ScaleBudgetExceeded, WorkstreamBudgetExceeded) as exc:
         sys.exit(f"FAILED: {exc}")
     ARTIFACTS.mkdir(exist_ok=True)
