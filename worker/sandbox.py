@@ -12,20 +12,29 @@ keep that cheap:
   install) compiled ``graph_run.py`` from source for every run: about 7 ms of a
   3-node run's 39 ms of worker CPU (docs/benchmarks.md).
 
-A code object is immutable; each run still executes it into a module of its own,
-so runs share no state through the cache.
+- ``install_exec_cache``: the sandbox runs each activation, and each payload's
+  serialization context, by ``exec`` of a short source string, which Python
+  compiles anew each time (about 12 µs; several a node). The strings are the
+  SDK's own constants; their code is compiled once per process.
+
+A code object is immutable; each run still executes it into a module (or the
+sandbox's globals) of its own, so runs share no state through either cache.
 """
 
 from __future__ import annotations
 
+import builtins
+import functools
 import importlib.abc
 import importlib.machinery
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import CodeType, ModuleType
+from typing import Any
 
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.worker.workflow_sandbox import _runner as sandbox_runner
 
 # Modules the sandbox shares with the worker instead of re-importing per run:
 # ours are deterministic models and policies; the rest are pure third-party libraries.
@@ -54,6 +63,7 @@ def workflow_runner() -> SandboxedWorkflowRunner:
     """The sandbox (on), with our deterministic modules passed through and the
     code of the modules it re-imports compiled once (``install_code_cache``)."""
     install_code_cache()
+    install_exec_cache()
     return SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
     )
@@ -112,3 +122,29 @@ def install_code_cache(packages: Sequence[str] = CACHED_PACKAGES) -> SandboxCode
     finder = SandboxCodeCache(packages)
     sys.meta_path.insert(0, finder)
     return finder
+
+
+# Sources the sandbox runs: a handful of constant strings per workflow class.
+@functools.lru_cache(maxsize=256)
+def _compiled(source: str) -> CodeType:
+    return compile(source, "<string>", "exec")
+
+
+def exec_compiled_once(
+    source: str | CodeType,
+    globals: dict[str, Any] | None = None,
+    locals: Mapping[str, object] | None = None,
+    /,
+) -> None:
+    """``exec``, with a source string's code compiled once per process."""
+    code = _compiled(source) if isinstance(source, str) else source
+    builtins.exec(code, globals, locals)
+
+
+def install_exec_cache() -> None:
+    """Make the sandbox runner's ``exec`` ``exec_compiled_once`` (idempotent).
+
+    A module global named ``exec`` in the runner's module is found before the
+    builtin; the SDK's code is unchanged, and executes the same code objects.
+    """
+    setattr(sandbox_runner, "exec", exec_compiled_once)  # noqa: B010 - a module global

@@ -1,10 +1,12 @@
 """The sandbox executes the workflow module afresh for every run, but the worker
 compiles it once (spindle/worker/sandbox.py): without the cache, a process with no
 usable bytecode (``PYTHONDONTWRITEBYTECODE=1``) compiled ``graph_run.py`` per run.
+Likewise the sandbox's own source strings, which it ``exec``s per activation.
 """
 
 from __future__ import annotations
 
+import builtins
 import importlib._bootstrap_external as bootstrap_external
 from pathlib import Path
 from types import CodeType, ModuleType
@@ -14,6 +16,7 @@ import pytest
 
 from spindle.shared.contracts.runs import RunStatus
 from spindle.shared.graphs.structure import parse_graph
+from spindle.worker import sandbox
 from spindle.worker.workflows import graph_run
 from tests.workflow.runs import GraphRunner
 
@@ -69,3 +72,28 @@ async def test_each_run_executes_the_workflow_module_but_it_is_compiled_once(
     assert executed.count(graph_run.__name__) >= RUNS
     # ... from code compiled at most once in this worker process.
     assert len(loaded) <= 1, loaded
+
+
+async def test_the_sandbox_s_own_source_strings_are_compiled_once_per_process(
+    runner: GraphRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The sandbox runs each activation (and each payload's serialization context)
+    # as ``exec`` of a source string; Python compiles a string on every exec.
+    compiled: list[str] = []
+    real_compile = builtins.compile
+
+    def counting_compile(source: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(source, str) and "__temporal_" in source:
+            compiled.append(source)
+        return real_compile(source, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "compile", counting_compile)
+    sandbox._compiled.cache_clear()
+    for _ in range(RUNS):
+        handle = await runner.start(one_tool_graph())
+        assert (await handle.result()).status == RunStatus.COMPLETED
+
+    info = sandbox._compiled.cache_info()
+    # Each distinct string compiled once; the runs' many activations reused them.
+    assert info.hits > 10 * RUNS, info
+    assert len(compiled) == len(set(compiled)) == info.currsize, compiled
