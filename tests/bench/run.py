@@ -93,7 +93,6 @@ from spindle.shared.contracts.runs import GRAPH_RUN_WORKFLOW, GraphRunInput, Gra
 from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunArchive
 from spindle.shared.temporal.converter import data_converter
-from spindle.worker.main import event_loop_factory
 from tests.bench.browser_latency import bench_browser_latency
 from tests.bench.budgets import bench_budgets
 from tests.bench.fanout import bench_fanout
@@ -502,10 +501,11 @@ def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
     try:
-        # The loop a deployed worker runs on, so the in-process workers measured
-        # here (and their floors, in the same loop) are the production one.
-        with asyncio.Runner(loop_factory=event_loop_factory(Settings())) as runner:
-            results = runner.run(run(args))
+        # The standard loop: the stream sections' clients are the instrument, and
+        # on uvloop they read the two sides differently. The in-process workers
+        # (nodes, throughput) run on it too; worker processes (load, workstreams)
+        # on uvloop, as deployed (docs/operations/scaling.md#worker-event-loop).
+        results = asyncio.run(run(args))
     except (LoadBudgetExceeded, LoadErrors, ScaleBudgetExceeded, WorkstreamBudgetExceeded) as exc:
         sys.exit(f"FAILED: {exc}")
     ARTIFACTS.mkdir(exist_ok=True)
