@@ -290,7 +290,7 @@ def main(task_queues: list[str] | None = None) -> None:
 def event_loop_factory(settings: Settings) -> Callable[[], asyncio.AbstractEventLoop] | None:
     """The worker's event loop (``SPINDLE_WORKER_EVENT_LOOP``); None: the standard one.
 
-    uvloop cut the worker's CPU per run by about a tenth: the Temporal bridge
+    uvloop cut the worker's CPU per run by about an eighth: the Temporal bridge
     wakes the loop from its threads for every poll and completion, and the
     node activities' Redis and MongoDB sockets are its other work
     (docs/operations/scaling.md#worker-event-loop).

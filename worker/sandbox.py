@@ -60,8 +60,9 @@ CACHED_PACKAGES = ("spindle",)
 
 
 def workflow_runner() -> SandboxedWorkflowRunner:
-    """The sandbox (on), with our deterministic modules passed through and the
-    code of the modules it re-imports compiled once (``install_code_cache``)."""
+    """The sandbox (on), with our deterministic modules passed through, and the
+    code of the modules it re-imports and of its own source strings compiled
+    once (``install_code_cache``, ``install_exec_cache``)."""
     install_code_cache()
     install_exec_cache()
     return SandboxedWorkflowRunner(
