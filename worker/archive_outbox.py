@@ -47,6 +47,7 @@ import logging
 import time
 import uuid
 import weakref
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
@@ -558,6 +559,23 @@ def attach_outbox(archive: RunArchive, outbox: ArchiveOutbox | None) -> None:
         _OUTBOXES[archive] = outbox
 
 
+@contextlib.asynccontextmanager
+async def archiver_running(
+    archive: RunArchive, redis: RedisClient, database: str
+) -> AsyncIterator[ArchiveCatchUp]:
+    """An outbox attached to ``archive`` and its archiver draining it, as in a
+    worker process (``run_worker``); detached and stopped on the way out."""
+    outbox = ArchiveOutbox(redis, database)
+    attach_outbox(archive, outbox)
+    archiver = ArchiveCatchUp(outbox, archive)
+    archiver.start()
+    try:
+        yield archiver
+    finally:
+        await archiver.stop()
+        attach_outbox(archive, None)
+
+
 def attached_outbox(archive: RunArchive | None) -> ArchiveOutbox | None:
     """The outbox attached to ``archive``, if any."""
     return None if archive is None else _OUTBOXES.get(archive)
@@ -626,6 +644,7 @@ __all__ = [
     "UpdateRun",
     "archive_later",
     "archive_write",
+    "archiver_running",
     "attach_outbox",
     "attached_outbox",
     "is_transient",

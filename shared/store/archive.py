@@ -626,26 +626,28 @@ def node_report_pages(
     written again (an outbox replay) is a duplicate insert, ignored.
     """
     last = list({str(report["key"]): report for report in reports}.values())
-    pages: list[list[dict[str, Any]]] = []
+    # Each report serialized once: its size cuts the pages, its bytes feed the digest.
+    pages: list[tuple[list[dict[str, Any]], Any]] = []
     size = 0
     for report in last:
-        report_bytes = len(orjson.dumps(report, default=str))
-        if not pages or size + report_bytes > PAGE_MAX_BYTES:
-            pages.append([])
+        body = orjson.dumps(report, default=str, option=orjson.OPT_SORT_KEYS)
+        if not pages or size + len(body) > PAGE_MAX_BYTES:
+            pages.append(([], hashlib.blake2b(digest_size=12)))
             size = 0
-        pages[-1].append(report)
-        size += report_bytes
+        pages[-1][0].append(report)
+        pages[-1][1].update(body)
+        size += len(body)
     recorded_at, saved = utcnow(), _save_stamp()
     return [
         {
-            "_id": f"{workflow_id}:{_digest(page)}",
+            "_id": f"{workflow_id}:{digest.hexdigest()}",
             "workflow_id": workflow_id,
             "stream_id": stream_id,
             "recorded_at": recorded_at,
             "saved": saved,
             "reports": page,
         }
-        for page in pages
+        for page, digest in pages
     ]
 
 
@@ -658,11 +660,6 @@ def _save_stamp() -> int:
     global _last_stamp
     _last_stamp = max(time.time_ns() // 1000, _last_stamp + 1)
     return _last_stamp
-
-
-def _digest(reports: list[dict[str, Any]]) -> str:
-    body = orjson.dumps(reports, default=str, option=orjson.OPT_SORT_KEYS)
-    return hashlib.blake2b(body, digest_size=12).hexdigest()
 
 
 def _execution_order(report: dict[str, Any]) -> tuple[bool, str, datetime, str]:

@@ -101,17 +101,10 @@ async def archiving(
     bus: MessageBus, archive: RunArchive, settings: Settings
 ) -> AsyncIterator[None]:
     """The archive outbox attached and its archiver running, as ``run_worker`` does."""
-    from spindle.worker.archive_outbox import ArchiveCatchUp, ArchiveOutbox, attach_outbox
+    from spindle.worker.archive_outbox import archiver_running
 
-    outbox = ArchiveOutbox(bus.redis, settings.mongo_db)
-    attach_outbox(archive, outbox)
-    archiver = ArchiveCatchUp(outbox, archive)
-    archiver.start()
-    try:
+    async with archiver_running(archive, bus.redis, settings.mongo_db):
         yield
-    finally:
-        await archiver.stop()
-        attach_outbox(archive, None)
 
 
 async def _activities_per_run(client: Client, workflow_id: str) -> int:

@@ -26,7 +26,7 @@ from spindle.shared.contracts.runs import (
 from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunArchive
 from spindle.shared.store.run_trace import run_trace
-from spindle.worker.archive_outbox import ArchiveCatchUp, ArchiveOutbox, attach_outbox
+from spindle.worker.archive_outbox import archiver_running
 from spindle.worker.main import build_worker
 from tests.history_volume import loop_graph
 
@@ -43,15 +43,14 @@ async def archived_run(
     bus = MessageBus.from_settings(settings)
     archive = RunArchive.from_settings(settings)
     await archive.ensure_indexes()
-    outbox = ArchiveOutbox(bus.redis, settings.mongo_db)
-    attach_outbox(archive, outbox)
-    archiver = ArchiveCatchUp(outbox, archive)
-    archiver.start()
     task_queue = f"archive-volume-{uuid.uuid4().hex[:10]}"
     workflow_id = f"archive-volume-{uuid.uuid4().hex[:8]}"
     try:
-        async with build_worker(
-            temporal_client, settings, bus=bus, archive=archive, task_queue=task_queue
+        async with (
+            archiver_running(archive, bus.redis, settings.mongo_db),
+            build_worker(
+                temporal_client, settings, bus=bus, archive=archive, task_queue=task_queue
+            ),
         ):
             result = await temporal_client.execute_workflow(
                 GRAPH_RUN_WORKFLOW,
@@ -62,8 +61,6 @@ async def archived_run(
             )
         yield archive, workflow_id, result
     finally:
-        await archiver.stop()
-        attach_outbox(archive, None)
         await archive.close()
         await bus.close()
 

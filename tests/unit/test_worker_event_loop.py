@@ -28,7 +28,9 @@ def test_an_unknown_event_loop_is_refused_by_name(monkeypatch: pytest.MonkeyPatc
         Settings()
 
 
-def test_a_worker_loop_runs_a_coroutine() -> None:
-    factory = event_loop_factory(Settings())
-    with asyncio.Runner(loop_factory=factory) as runner:
-        assert runner.run(asyncio.sleep(0, result="ran")) == "ran"
+def test_a_worker_loop_runs_a_coroutine_on_uvloop() -> None:
+    async def running_loop() -> asyncio.AbstractEventLoop:
+        return asyncio.get_running_loop()
+
+    with asyncio.Runner(loop_factory=event_loop_factory(Settings())) as runner:
+        assert isinstance(runner.run(running_loop()), uvloop.Loop)
