@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,10 +87,31 @@ def temporal_dev_server(
         "temporal dev server",
         argv,
         log_path=log_path or data_dir / "temporal.log",
-        ready=lambda: port_open(host, port),
+        ready=lambda: frontend_serving(host, port),
         ready_timeout=90,
     )
     return TemporalDevServer(host, port, ui_port, process)
+
+
+def frontend_serving(host: str, port: int) -> bool:
+    """True when the dev server's frontend answers its gRPC health check.
+
+    An open port is not enough: for a moment after it opens, the frontend refuses
+    clients with "Frontend is not healthy yet" (a benchmark's first connect met it).
+    """
+    if not port_open(host, port):
+        return False
+    try:
+        answer = subprocess.run(
+            [bin_path("temporal"), "operator", "cluster", "health", "--address", f"{host}:{port}"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return answer.returncode == 0 and answer.stdout.strip() == "SERVING"
 
 
 def redis_binary() -> str:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from spindle.dev.embedded import SEARCH_ATTRIBUTES, TemporalDevServer
-from spindle.dev.processes import bin_path
+from spindle.dev.embedded import SEARCH_ATTRIBUTES, TemporalDevServer, frontend_serving
+from spindle.dev.processes import bin_path, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -60,3 +60,10 @@ def test_namespace_setup_creates_the_search_attributes_and_is_idempotent(
     rows = {tuple(line.split()) for line in listing.splitlines()}
     for attribute in SEARCH_ATTRIBUTES:
         assert tuple(attribute.split("=")) in rows
+
+
+def test_the_dev_server_is_ready_when_its_frontend_serves_not_when_its_port_opens(
+    temporal_server: TemporalDevServer,
+) -> None:
+    assert frontend_serving(temporal_server.host, temporal_server.port)
+    assert not frontend_serving("127.0.0.1", free_port())
