@@ -145,10 +145,22 @@ class InputExpiry(BaseModel):
 
 
 class RunFinish(BaseModel):
+    """Input of ``finish_run``: how the run ended, and which of its records to close.
+
+    The two flags let a run that asked no one and tracks no task skip a MongoDB
+    round trip each; a run recorded before they existed closes and looks up both.
+    """
+
     run: RunRef
     status: RunStatus
     output: Any = None
     error: str | None = None
+    prompts_asked: bool = Field(
+        True, description="the run may have opened prompts (any generation): close them"
+    )
+    tracks_tasks: bool = Field(
+        True, description="the run is a task run (``tasks.execute``): end its tasks"
+    )
 
 
 class Empty(BaseModel):

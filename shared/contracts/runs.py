@@ -181,6 +181,9 @@ class CarriedState(BaseModel):
     deadline_at: str | None = Field(
         None, description="ISO 8601 workflow time the run's deadline falls (deadline_seconds)"
     )
+    prompts_asked: bool = Field(
+        True, description="an earlier generation asked a prompt (its records close at the end)"
+    )
 
 
 class GraphRunInput(BaseModel):

@@ -153,6 +153,31 @@ async def test_assigned_expiring_prompts_over_http(
     assert all(a["at"] for a in attempts)
 
 
+async def test_a_run_that_ends_while_its_prompt_is_open_leaves_the_inbox(
+    http: httpx.AsyncClient, as_: Any, unique: str
+) -> None:
+    # finish_run closes a run's prompts only when the run asked one: this is the
+    # run that did, ended (canceled) with its prompt still open.
+    name = f"ends-open-{unique}"
+    registered = await http.put(f"/graphs/{name}", json=assigned_graph(name))
+    assert registered.status_code in (200, 201), registered.text
+    run = await start(http, graph=name, input={"topic": "the roadmap"})
+    wf = run["workflow_id"]
+    bob = as_("bob")
+    await wait_for_status(http, wf, {"paused"})
+
+    async def in_bobs_inbox() -> bool:
+        return (wf, "review") in await inbox_of(bob)
+
+    await eventually(in_bobs_inbox, what="review in bob's inbox", timeout=30)
+    canceled = await http.post(f"/runs/{wf}/cancel")
+    assert canceled.status_code in (200, 202), canceled.text
+    await wait_for_status(http, wf, {"canceled"})
+    assert (wf, "review") not in await inbox_of(bob)
+    late = await answer(bob, run, {"data": {"decision": "approve"}, "node_id": "review"})
+    assert late.status_code == 409, late.text
+
+
 async def test_inbox_pages_and_refuses_a_bad_limit(http: httpx.AsyncClient, unique: str) -> None:
     name = f"inbox-pages-{unique}"
     graph = {

@@ -67,7 +67,7 @@ class LifecycleActivities:
             "current_nodes": [],
             "pending_input": None,
         }
-        if self.archive is not None:
+        if self.archive is not None and finish.prompts_asked:
             # A finished run answers no prompt: out of every inbox.
             await kept_if_possible(
                 PromptStore(self.archive.database).close_run(finish.run.workflow_id), "closed"
@@ -80,7 +80,8 @@ class LifecycleActivities:
         # archived whole (MongoDB up), so wait for it here, once per run.
         await self.recorder.flushed(ticket)
         # Task runs: every task still active gets its end, the root the run's.
-        await self.tasks.run_finished(finish.run, status=status.value, error=finish.error)
+        if finish.tracks_tasks:
+            await self.tasks.run_finished(finish.run, status=status.value, error=finish.error)
         await notify_webhook(self.bus, finish.run, status.value, _outcome(finish))
         # Last, so that a retried attempt that failed before here is not counted twice.
         metrics.run_finished(finish.run.workflow_id, status.value)

@@ -63,6 +63,7 @@ with workflow.unsafe.imports_passed_through():
     from spindle.shared.graphs.node_params import ExpiryAnswer, PromptParams, default_ui_schema
     from spindle.shared.graphs.node_types import PROMPT, TOOL, NodeTypeSpec, RunKind
     from spindle.shared.graphs.state_reads import node_state_reads, project_state
+    from spindle.shared.graphs.task_tree import task_run_meta
     from spindle.worker import policies
     from spindle.worker.activities.params import resolve_params, validate_params
     from spindle.worker.contracts import (
@@ -173,6 +174,7 @@ class GraphRun(WorkstreamHandlers):
         self._carried_waits: dict[str, CarriedWait] = {}
         # Prompts no longer open, by node: "answered" or "expired" (why a late answer is refused).
         self._closed: dict[str, str] = {}
+        self._prompts_asked = False  # in any generation: finish_run closes their records
         if carried is not None:
             self._take_over(carried)
 
@@ -187,6 +189,7 @@ class GraphRun(WorkstreamHandlers):
         self._notices = carried.notices
         self._history_warned = carried.history_warned
         self._carried_waits = dict(carried.waits)
+        self._prompts_asked = carried.prompts_asked
         self._workstreams.restore_counts(carried.workstream_counts)
         self._workstreams.restore(carried.workstreams)
 
@@ -374,6 +377,7 @@ class GraphRun(WorkstreamHandlers):
             workstreams=self._workstreams.carried(),
             budget=self._budget.carry() if self._budget_shown() else None,
             deadline_at=self._deadline_at.isoformat() if self._deadline_at else None,
+            prompts_asked=self._prompts_asked,
         )
         workflow.logger.info(
             "run %s continues as new (generation %d)", self._run.workflow_id, carried.generation
@@ -506,7 +510,15 @@ class GraphRun(WorkstreamHandlers):
         )
 
     async def _finish(self, status: RunStatus) -> None:
-        finish = RunFinish(run=self._run, status=status, output=self._output, error=self._error)
+        finish = RunFinish(
+            run=self._run,
+            status=status,
+            output=self._output,
+            error=self._error,
+            # What the run never did, its end need not undo: a MongoDB round trip each.
+            prompts_asked=self._prompts_asked,
+            tracks_tasks=task_run_meta(self._input.meta) is not None,
+        )
         # The run's own last step runs on its worker: no trip through the task queue
         # (two workflow tasks and an activity task less a run; docs/benchmarks.md).
         local = workflow.patched(FINISH_LOCAL_PATCH)
@@ -632,6 +644,7 @@ class GraphRun(WorkstreamHandlers):
         self._closed.pop(node.id, None)
         try:
             if carried is None:
+                self._prompts_asked = True
                 await workflow.execute_activity(
                     REQUEST_INPUT,
                     InputRequest(execution=execution, pending=pending, owner=self._input.user_id),
