@@ -16,16 +16,12 @@ from spindle.worker.workflows.graph_run import GraphRun
 
 with workflow.unsafe.imports_passed_through():
     from spindle.worker.contracts import NodeOutcome
+    from spindle.worker.workflows.run_engine import RunEngine
     from spindle.worker.workflows.scheduler import Activation
 
 
-@workflow.defn(name=GRAPH_RUN_WORKFLOW)
-class DriftedGraphRun(GraphRun):
-    """GraphRun as someone might "improve" it: nodes now run a renamed activity."""
-
-    @workflow.run
-    async def run(self, run_input: GraphRunInput) -> GraphRunResult:
-        return await super().run(run_input)
+class DriftedEngine(RunEngine):
+    """The run's logic as someone might "improve" it: nodes run a renamed activity."""
 
     async def _execute(self, activation: Activation) -> NodeOutcome:
         outcome: NodeOutcome = await workflow.execute_activity(
@@ -36,3 +32,14 @@ class DriftedGraphRun(GraphRun):
             start_to_close_timeout=timedelta(seconds=30),
         )
         return outcome
+
+
+@workflow.defn(name=GRAPH_RUN_WORKFLOW)
+class DriftedGraphRun(GraphRun):
+    """GraphRun with the drifted engine."""
+
+    engine = DriftedEngine
+
+    @workflow.run
+    async def run(self, run_input: GraphRunInput) -> GraphRunResult:
+        return await super().run(run_input)

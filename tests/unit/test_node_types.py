@@ -23,7 +23,7 @@ from spindle.shared.graphs.validation import validate_graph
 from spindle.worker import policies
 from spindle.worker.offerings import build_catalog, load_node_types
 from spindle.worker.registry import spec_of
-from spindle.worker.workflows.graph_run import NODE_RUNNERS, GraphRun
+from spindle.worker.workflows.run_engine import NODE_RUNNERS, RunEngine
 
 pytestmark = pytest.mark.unit
 
@@ -118,7 +118,7 @@ def test_every_run_kind_has_a_workflow_handler() -> None:
     for spec in SPECS:
         runner = NODE_RUNNERS[spec.runs]
         assert inspect.iscoroutinefunction(runner)
-        assert getattr(GraphRun, runner.__name__) is runner
+        assert getattr(RunEngine, runner.__name__) is runner
 
 
 @pytest.mark.parametrize(
