@@ -97,10 +97,11 @@ LOOP_AND_PROMPT = parse_graph(
 validate_structure(LOOP_AND_PROMPT)
 
 
-async def test_a_loop_and_a_waiting_prompt_carry_on_across_generations(
-    runner: GraphRunner,
-) -> None:
-    workflow_id = f"can-{uuid.uuid4().hex[:10]}"
+async def loop_over_prompt_waiting(
+    runner: GraphRunner, workflow_id: str
+) -> tuple[WorkflowHandle[Any, GraphRunResult], RunDescription]:
+    """Start ``LOOP_AND_PROMPT`` continuing as new every 100 events; wait until the
+    loop is over and ``done`` waits for the prompt's answer, generations later."""
     await runner.client.start_workflow(
         GRAPH_RUN_WORKFLOW,
         GraphRunInput(
@@ -128,6 +129,14 @@ async def test_a_loop_and_a_waiting_prompt_carry_on_across_generations(
     # ``done`` joins the loop and the prompt: it waits for the answer.
     waiting = await eventually(loop_done_prompt_waiting, what="the loop over, the prompt waiting")
     assert waiting.generation >= 3
+    return latest, waiting
+
+
+async def test_a_loop_and_a_waiting_prompt_carry_on_across_generations(
+    runner: GraphRunner,
+) -> None:
+    workflow_id = f"can-{uuid.uuid4().hex[:10]}"
+    latest, waiting = await loop_over_prompt_waiting(runner, workflow_id)
     assert waiting.pending_input is not None
     assert waiting.pending_input.prompt == "Ship spindle?"
 
@@ -165,31 +174,7 @@ async def test_a_run_canceled_generations_after_it_asked_closes_its_prompt(
     # finish_run closes a run's prompts only if the run asked one: the generation
     # that ends must know that an earlier one did.
     workflow_id = f"can-close-{uuid.uuid4().hex[:10]}"
-    await runner.client.start_workflow(
-        GRAPH_RUN_WORKFLOW,
-        GraphRunInput(
-            graph=LOOP_AND_PROMPT,
-            input={"topic": "spindle"},
-            continue_as_new_after_events=100,
-            history_warning_events=100,
-        ),
-        id=workflow_id,
-        task_queue=runner.task_queue,
-    )
-    latest = runner.client.get_workflow_handle(workflow_id, result_type=GraphRunResult)
-
-    async def loop_done_prompt_waiting() -> RunDescription | None:
-        try:
-            described = await latest.query(
-                DESCRIBE_QUERY, result_type=RunDescription, rpc_timeout=timedelta(seconds=2)
-            )
-        except RPCError:
-            return None
-        looped = described.report_counts.get("SUCCESS", 0) == 1 + 2 * (LOOPS + 1)
-        return described if looped and described.current_nodes == ["ask"] else None
-
-    waiting = await eventually(loop_done_prompt_waiting, what="the loop over, the prompt waiting")
-    assert waiting.generation >= 3
+    latest, _ = await loop_over_prompt_waiting(runner, workflow_id)
     prompts = PromptStore(runner.archive.database)
     asked = await prompts.prompt_for(workflow_id, "ask")
     assert asked is not None and asked.status is PromptStatus.OPEN
