@@ -8,6 +8,7 @@ import os
 import subprocess
 import uuid
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -62,8 +63,11 @@ def test_namespace_setup_creates_the_search_attributes_and_is_idempotent(
         assert tuple(attribute.split("=")) in rows
 
 
-def test_the_dev_server_is_ready_when_its_frontend_serves_not_when_its_port_opens(
-    temporal_server: TemporalDevServer,
+def test_the_dev_server_is_ready_when_its_frontend_answers_not_when_a_port_opens(
+    temporal_server: TemporalDevServer, redis_url: str
 ) -> None:
     assert frontend_serving(temporal_server.host, temporal_server.port)
-    assert not frontend_serving("127.0.0.1", free_port())
+    assert not frontend_serving("127.0.0.1", free_port())  # nothing listens
+    redis = urlsplit(redis_url)
+    assert redis.hostname is not None and redis.port is not None
+    assert not frontend_serving(redis.hostname, redis.port)  # open, but not Temporal
