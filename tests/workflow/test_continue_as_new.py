@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 import pytest
-from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
@@ -46,90 +46,13 @@ from spindle.shared.contracts.workstreams import (
 from spindle.shared.graphs.structure import parse_graph, validate_structure
 from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunArchive
-from spindle.shared.store.prompts import PromptStatus, PromptStore
 from spindle.worker.main import build_worker
+from tests.workflow.loop_and_prompt import LOOPS, loop_over_prompt_waiting
 from tests.workflow.runs import GraphRunner, M, eventually, types_of
 
 pytestmark = pytest.mark.workflow
 
 T = TypeVar("T")
-
-LOOPS = 20
-
-LOOP_AND_PROMPT = parse_graph(
-    {
-        "name": "loop-and-prompt",
-        "entry": "start",
-        "nodes": [
-            {
-                "id": "start",
-                "type": "tool",
-                "params": {"tool": "word_count", "args": {"text": "a"}},
-            },
-            {"id": "ask", "type": "prompt", "params": {"prompt": "Ship {{ input.topic }}?"}},
-            {
-                "id": "work",
-                "type": "tool",
-                "max_visits": LOOPS + 1,
-                "params": {"tool": "word_count", "args": {"text": "{{ input.topic }} again"}},
-            },
-            {
-                "id": "check",
-                "type": "tool",
-                "params": {"tool": "word_count", "args": {"text": "b"}},
-            },
-            {
-                "id": "done",
-                "type": "output",
-                "params": {"select": "{answer: ask, words: work, meta: meta}"},
-            },
-        ],
-        "edges": [
-            {"from": "start", "to": "ask"},
-            {"from": "start", "to": "work"},
-            {"from": "work", "to": "check"},
-            {"from": "check", "to": "work", "max_iterations": LOOPS},
-            {"from": "check", "to": "done"},
-            {"from": "ask", "to": "done"},
-        ],
-    }
-)
-validate_structure(LOOP_AND_PROMPT)
-
-
-async def loop_over_prompt_waiting(
-    runner: GraphRunner, workflow_id: str
-) -> tuple[WorkflowHandle[Any, GraphRunResult], RunDescription]:
-    """Start ``LOOP_AND_PROMPT`` continuing as new every 100 events; wait until the
-    loop is over and ``done`` waits for the prompt's answer, generations later."""
-    await runner.client.start_workflow(
-        GRAPH_RUN_WORKFLOW,
-        GraphRunInput(
-            graph=LOOP_AND_PROMPT,
-            input={"topic": "spindle"},
-            continue_as_new_after_events=100,
-            history_warning_events=100,
-        ),
-        id=workflow_id,
-        task_queue=runner.task_queue,
-    )
-    # By id, not by the first run: later generations have their own run ids.
-    latest = runner.client.get_workflow_handle(workflow_id, result_type=GraphRunResult)
-
-    async def loop_done_prompt_waiting() -> RunDescription | None:
-        try:
-            described = await latest.query(
-                DESCRIBE_QUERY, result_type=RunDescription, rpc_timeout=timedelta(seconds=2)
-            )
-        except RPCError:
-            return None  # asked the run that was just continuing as new: ask again
-        looped = described.report_counts.get("SUCCESS", 0) == 1 + 2 * (LOOPS + 1)
-        return described if looped and described.current_nodes == ["ask"] else None
-
-    # ``done`` joins the loop and the prompt: it waits for the answer.
-    waiting = await eventually(loop_done_prompt_waiting, what="the loop over, the prompt waiting")
-    assert waiting.generation >= 3
-    return latest, waiting
 
 
 async def test_a_loop_and_a_waiting_prompt_carry_on_across_generations(
@@ -166,24 +89,6 @@ async def test_a_loop_and_a_waiting_prompt_carry_on_across_generations(
         m for m in messages if m["t"] == M.UPDATE and m["d"].get("node_id") == "work"
     ]
     assert len(updates) == 2 * (LOOPS + 1)
-
-
-async def test_a_run_canceled_generations_after_it_asked_closes_its_prompt(
-    runner: GraphRunner,
-) -> None:
-    # finish_run closes a run's prompts only if the run asked one: the generation
-    # that ends must know that an earlier one did.
-    workflow_id = f"can-close-{uuid.uuid4().hex[:10]}"
-    latest, _ = await loop_over_prompt_waiting(runner, workflow_id)
-    prompts = PromptStore(runner.archive.database)
-    asked = await prompts.prompt_for(workflow_id, "ask")
-    assert asked is not None and asked.status is PromptStatus.OPEN
-
-    await latest.cancel()
-    with pytest.raises(WorkflowFailureError):
-        await latest.result()
-    closed = await prompts.prompt_for(workflow_id, "ask")
-    assert closed is not None and closed.status is PromptStatus.CLOSED
 
 
 # -- running workstreams cross the boundary ---------------------------------------------

@@ -19,7 +19,6 @@ from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.testing import WorkflowEnvironment
 
 from spindle.shared.contracts.runs import NodeStatus, RunStatus, UserInput
-from spindle.shared.store.prompts import PromptStatus, PromptStore
 from spindle.worker.examples import load_example
 from tests.polling import eventually
 from tests.workflow.runs import GraphRunner, M, cancel_run, is_subsequence, types_of
@@ -230,27 +229,3 @@ async def test_cancel_while_waiting_terminates_the_run(
     described = await runner.describe(handle)
     assert described.status is RunStatus.CANCELED
     assert described.pending_input is None
-
-
-async def test_cancel_while_asking_leaves_no_prompt_behind(
-    runner: GraphRunner, time_skipping_env: WorkflowEnvironment
-) -> None:
-    """Canceled while its ``request_input`` is in flight: nothing is asked after the end.
-
-    The prompt message, if it was posted at all, comes before TERMINATED, and no
-    inbox keeps an open prompt of the canceled run.
-    """
-    handle = await runner.start(load_example("approval-flow"), {"topic": "cancel early"})
-
-    async def asking() -> bool | None:
-        pending = (await runner.describe(handle)).pending_input
-        return True if pending is not None and pending.node_id == "review" else None
-
-    await eventually(asking, what="the run starts to ask")
-    with pytest.raises(WorkflowFailureError):
-        await canceled_result(time_skipping_env, handle)
-
-    messages = await runner.messages(handle.id)
-    assert messages[-1]["t"] == M.TERMINATED
-    prompt = await PromptStore(runner.archive.database).prompt_for(handle.id, "review")
-    assert prompt is None or prompt.status is not PromptStatus.OPEN
