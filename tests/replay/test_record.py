@@ -38,8 +38,9 @@ from spindle.shared.contracts.workstreams import (
 from spindle.worker.examples import load_example
 from spindle.worker.replay import fetch_generations, record_history, replay, save_history
 from tests.polling import eventually
+from tests.workflow.loop_and_prompt import LOOP_AND_PROMPT
 from tests.workflow.runs import GraphRunner
-from tests.workflow.test_continue_as_new import LOOP_AND_PROMPT, WORKSTREAM_PROMPT_AND_LOOP
+from tests.workflow.test_continue_as_new import WORKSTREAM_PROMPT_AND_LOOP
 
 pytestmark = pytest.mark.integration
 
