@@ -100,15 +100,27 @@ class GraphRunner:
     async def wait_for_prompt(
         self, handle: WorkflowHandle[Any, Any], node_id: str, *, timeout: float = 15.0
     ) -> RunDescription:
-        """The run's description once it waits on prompt ``node_id`` and has asked."""
+        """The run's description once it waits on prompt ``node_id`` and has asked.
+
+        "Has asked" means the ask activity has ended, not only that its prompt was
+        posted: a cancel that meets the ask's completion makes the time-skipping
+        server answer ACTIVITY_UNKNOWN and the run never ends (sdk-java#2391), so a
+        test that cancels a waiting run must not race that completion.
+        """
 
         async def probe() -> RunDescription | None:
             description = await self.describe(handle)
             pending = description.pending_input
             if pending is None or pending.node_id != node_id:
                 return None
-            asked = AgentMessageType.REQUEST_INPUT in types_of(await self.messages(handle.id))
-            return description if asked else None
+            if AgentMessageType.REQUEST_INPUT not in types_of(await self.messages(handle.id)):
+                return None
+            activities = (await handle.describe()).raw_description.pending_activities
+            asking = any(
+                a.activity_id.startswith(f"{node_id}.") and a.activity_id.endswith(".ask")
+                for a in activities
+            )
+            return None if asking else description
 
         return await eventually(probe, timeout=timeout, what=f"prompt {node_id}")
 
