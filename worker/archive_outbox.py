@@ -501,7 +501,7 @@ class ArchiveCatchUp(BackgroundLoop):
         delay = BACKOFF_FIRST_SECONDS
         failing = False
         while True:
-            _stop_if_cancelled()
+            self.stop_if_cancelled()
             # Cleared before the queue is read: a push from now on wakes the idle wait.
             self.outbox.pushed.clear()
             try:
@@ -544,19 +544,6 @@ class ArchiveCatchUp(BackgroundLoop):
             async with asyncio.timeout(self.linger_seconds):
                 await self.outbox.flush_wanted.wait()
         self.outbox.flush_wanted.clear()
-
-
-def _stop_if_cancelled() -> None:
-    """Raise the cancel that ``stop()`` requested if something swallowed it.
-
-    A cancel can arrive while a library call is under way and come back as an
-    ordinary error (or as a timeout this loop suppresses); the loop would then go
-    on forever with its task marked cancelling, and ``stop()`` would never return
-    (seen in tests/faults/test_archive_outbox.py, about one run in three).
-    """
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError
 
 
 # -- which outbox an archive writes through -------------------------------------

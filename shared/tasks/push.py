@@ -514,6 +514,7 @@ class PushDelivery(BackgroundLoop):
         )
         try:
             while True:
+                self.stop_if_cancelled()
                 self.outbox.freed.clear()
                 try:
                     started = await self.outbox.dispatch(client)

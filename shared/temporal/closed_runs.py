@@ -298,6 +298,7 @@ class ClosedRunSweep(BackgroundLoop):
 
     async def run(self) -> None:
         while True:
+            self.stop_if_cancelled()
             try:
                 await self.sweep_once()
             except Exception as exc:  # the next pass tries again

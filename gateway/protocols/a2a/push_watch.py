@@ -281,6 +281,7 @@ class PushWatcher(BackgroundLoop):
         """Loop until cancelled; a Redis outage is waited out."""
         delay = POLL_SECONDS
         while True:
+            self.stop_if_cancelled()
             try:
                 await self.tick()
                 delay = POLL_SECONDS
