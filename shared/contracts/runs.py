@@ -36,6 +36,10 @@ ASK_SETTLES_ON_CANCEL_PATCH = "ask-settles-before-the-run-ends"
 """``workflow.patched`` id: a canceled run waits for its in-flight ``request_input`` to
 end before finishing, so no prompt is posted or left open in an inbox after the run's
 last message (runs recorded before it do not wait)."""
+CANCEL_IN_ACTIVITY_PATCH = "a-cancel-met-in-an-activity-stops-the-run"
+"""``workflow.patched`` id: a cancel that reaches the run while it awaits an activity of
+its own (a WARNING notice, ``record_start``) stops the run by its cancel path; runs
+recorded before it took a canceled notice for a failed post and went on."""
 
 
 class NodeStatus(StrEnum):

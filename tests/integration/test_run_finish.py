@@ -2,7 +2,8 @@
 run ends without touching the prompts or the tasks (``finish_run`` skips both
 round trips); a run that asked closes its prompt when it ends, also generations
 later, and one canceled while it asks leaves no prompt behind (see also
-tests/e2e/test_hitl_requests.py).
+tests/e2e/test_hitl_requests.py); one canceled while it posts a notice ends
+canceled.
 
 On the real server, not the time-skipping one: a cancel of an activity in the
 workflow task where it completes gets ACTIVITY_UNKNOWN there and the run never
@@ -12,29 +13,31 @@ cancel here can meet an ask or a notice in flight.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
 
 import pytest
 from pymongo import monitoring
-from temporalio.client import Client, WorkflowFailureError
+from temporalio import activity
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.worker import Worker
 
 from spindle.shared.bus.message_bus import MessageBus
-from spindle.shared.contracts.runs import (
-    GRAPH_RUN_WORKFLOW,
-    GraphRunInput,
-    GraphRunResult,
-    RunStatus,
-)
+from spindle.shared.contracts.runs import RunStatus
 from spindle.shared.graphs.structure import parse_graph
 from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunArchive
 from spindle.shared.store.prompts import PromptStatus, PromptStore
+from spindle.worker.contracts import POST_MESSAGE, Empty, RunNotice
 from spindle.worker.examples import load_example
-from spindle.worker.main import build_worker
+from spindle.worker.llm.offline import OfflineProvider
+from spindle.worker.main import build_worker, worker_activities, workflow_classes
+from spindle.worker.sandbox import workflow_runner
 from tests.polling import eventually
 from tests.workflow.loop_and_prompt import loop_over_prompt_waiting
-from tests.workflow.runs import GraphRunner, M
+from tests.workflow.runs import GraphRunner, M, types_of
 
 pytestmark = pytest.mark.integration
 
@@ -47,6 +50,33 @@ CHAIN = parse_graph(
             for n in ("a", "b", "c")
         ],
         "edges": [{"from": "a", "to": "b"}, {"from": "b", "to": "c"}],
+    }
+)
+
+
+# Loops once; the loop-back refused the second time posts a WARNING before ``done``.
+LOOP_ONCE = parse_graph(
+    {
+        "name": "finish-loop-once",
+        "entry": "first",
+        "nodes": [
+            {
+                "id": "first",
+                "type": "tool",
+                "params": {"tool": "word_count", "args": {"text": "a"}},
+            },
+            {
+                "id": "check",
+                "type": "tool",
+                "params": {"tool": "word_count", "args": {"text": "b"}},
+            },
+            {"id": "done", "type": "output", "params": {"select": "check"}},
+        ],
+        "edges": [
+            {"from": "first", "to": "check"},
+            {"from": "check", "to": "first", "max_iterations": 1},
+            {"from": "check", "to": "done"},
+        ],
     }
 )
 
@@ -79,90 +109,128 @@ def listener() -> Iterator[CollectionCommands]:
     commands.collections = set()  # pymongo cannot unregister: let it go quiet
 
 
-async def test_a_run_that_asked_no_one_ends_without_touching_prompts_or_tasks(
+@pytest.fixture(scope="module")
+async def runner(
     temporal_client: Client, settings: Settings, listener: CollectionCommands
-) -> None:
+) -> AsyncIterator[GraphRunner]:
+    """A production worker on a task queue of this module's own, on the dev server.
+
+    After ``listener``: pymongo watches only the clients made once it is registered.
+    """
     bus = MessageBus.from_settings(settings)
     archive = RunArchive.from_settings(settings)
     task_queue = f"finish-{uuid.uuid4().hex[:10]}"
-    workflow_id = f"finish-{uuid.uuid4().hex[:10]}"
     try:
         async with build_worker(
             temporal_client, settings, bus=bus, archive=archive, task_queue=task_queue
         ):
-            result = await temporal_client.execute_workflow(
-                GRAPH_RUN_WORKFLOW,
-                GraphRunInput(graph=CHAIN, input={}),
-                id=workflow_id,
-                task_queue=task_queue,
-                result_type=GraphRunResult,
-            )
-        assert result.status is RunStatus.COMPLETED
-        document = await archive.database["runs"].find_one({"_id": workflow_id})
+            yield GraphRunner(temporal_client, task_queue, bus, archive)
     finally:
         await archive.close()
         await bus.close()
-    assert document is not None and document["status"] == "completed"
-    assert [(name, target) for name, target, text in listener.seen if workflow_id in text] == []
 
 
-async def test_a_run_canceled_while_it_asks_leaves_no_prompt_behind(
-    temporal_client: Client, settings: Settings
+async def test_a_run_that_asked_no_one_ends_without_touching_prompts_or_tasks(
+    runner: GraphRunner, listener: CollectionCommands
 ) -> None:
+    handle = await runner.start(CHAIN, {})
+    result = await handle.result()
+    assert result.status is RunStatus.COMPLETED
+    document = await runner.archive.database["runs"].find_one({"_id": handle.id})
+    assert document is not None and document["status"] == "completed"
+    assert [(name, target) for name, target, text in listener.seen if handle.id in text] == []
+
+
+async def test_a_run_canceled_while_it_asks_leaves_no_prompt_behind(runner: GraphRunner) -> None:
     """Canceled while its ``request_input`` is in flight: nothing is asked after the end.
 
     The prompt message, if it was posted at all, comes before TERMINATED, and no
     inbox keeps an open prompt of the canceled run.
     """
-    bus = MessageBus.from_settings(settings)
-    archive = RunArchive.from_settings(settings)
-    runner = GraphRunner(temporal_client, f"ask-cancel-{uuid.uuid4().hex[:10]}", bus, archive)
-    try:
-        async with build_worker(
-            temporal_client, settings, bus=bus, archive=archive, task_queue=runner.task_queue
-        ):
-            handle = await runner.start(load_example("approval-flow"), {"topic": "cancel early"})
+    handle = await runner.start(load_example("approval-flow"), {"topic": "cancel early"})
 
-            async def asking() -> bool | None:
-                pending = (await runner.describe(handle)).pending_input
-                return True if pending is not None and pending.node_id == "review" else None
+    async def asking() -> bool | None:
+        pending = (await runner.describe(handle)).pending_input
+        return True if pending is not None and pending.node_id == "review" else None
 
-            await eventually(asking, what="the run starts to ask")
-            await handle.cancel()
-            with pytest.raises(WorkflowFailureError):
-                await handle.result()
-            messages = await runner.messages(handle.id)
-            prompt = await PromptStore(archive.database).prompt_for(handle.id, "review")
-    finally:
-        await archive.close()
-        await bus.close()
+    await eventually(asking, what="the run starts to ask")
+    await handle.cancel()
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+    messages = await runner.messages(handle.id)
+    prompt = await PromptStore(runner.archive.database).prompt_for(handle.id, "review")
     assert messages[-1]["t"] == M.TERMINATED
     assert prompt is None or prompt.status is not PromptStatus.OPEN
 
 
 async def test_a_run_canceled_generations_after_it_asked_closes_its_prompt(
-    temporal_client: Client, settings: Settings
+    runner: GraphRunner,
 ) -> None:
     # finish_run closes a run's prompts only if the run asked one: the generation
     # that ends must know that an earlier one did.
-    bus = MessageBus.from_settings(settings)
-    archive = RunArchive.from_settings(settings)
-    runner = GraphRunner(temporal_client, f"can-close-{uuid.uuid4().hex[:10]}", bus, archive)
-    prompts = PromptStore(archive.database)
+    prompts = PromptStore(runner.archive.database)
     workflow_id = f"can-close-{uuid.uuid4().hex[:10]}"
-    try:
-        async with build_worker(
-            temporal_client, settings, bus=bus, archive=archive, task_queue=runner.task_queue
-        ):
-            latest, waiting = await loop_over_prompt_waiting(runner, workflow_id)
-            asked = await prompts.prompt_for(workflow_id, "ask")
-            await latest.cancel()
-            with pytest.raises(WorkflowFailureError):
-                await latest.result()
-        closed = await prompts.prompt_for(workflow_id, "ask")
-    finally:
-        await archive.close()
-        await bus.close()
+    latest, waiting = await loop_over_prompt_waiting(runner, workflow_id)
+    asked = await prompts.prompt_for(workflow_id, "ask")
+    await latest.cancel()
+    with pytest.raises(WorkflowFailureError):
+        await latest.result()
+    closed = await prompts.prompt_for(workflow_id, "ask")
     assert waiting.generation >= 3
     assert asked is not None and asked.status is PromptStatus.OPEN
     assert closed is not None and closed.status is PromptStatus.CLOSED
+
+
+class HeldNotices:
+    """``post_message`` that holds each WARNING until released: a cancel meets it."""
+
+    def __init__(self, activities: list[Callable[..., Any]]) -> None:
+        self.posting = asyncio.Event()
+        self.release = asyncio.Event()
+        post = next(
+            a for a in activities if activity._Definition.must_from_callable(a).name == POST_MESSAGE
+        )
+        self.post = post
+
+        @activity.defn(name=POST_MESSAGE)
+        async def held_post_message(notice: RunNotice) -> Empty:
+            if notice.type == int(M.WARNING):
+                self.posting.set()
+                await self.release.wait()
+            result: Empty = await post(notice)
+            return result
+
+        self.activities = [held_post_message if a is post else a for a in activities]
+
+
+async def test_a_run_canceled_while_it_posts_a_notice_ends_canceled(
+    runner: GraphRunner,
+) -> None:
+    # The SDK turns the cancel of a task awaiting an activity into an ActivityError;
+    # the run's best-effort notice must not take it for a failed post and go on.
+    held = HeldNotices(worker_activities(runner.bus, runner.archive, OfflineProvider()))
+    task_queue = f"notice-cancel-{uuid.uuid4().hex[:10]}"
+    worker = Worker(
+        runner.client,
+        task_queue=task_queue,
+        workflows=workflow_classes(),
+        activities=held.activities,
+        workflow_runner=workflow_runner(),
+    )
+    try:
+        async with worker:
+            noticing = GraphRunner(runner.client, task_queue, runner.bus, runner.archive)
+            handle = await noticing.start(LOOP_ONCE, {})
+            await asyncio.wait_for(held.posting.wait(), timeout=30)
+            await handle.cancel()
+            with pytest.raises(WorkflowFailureError):
+                await handle.result()
+            held.release.set()
+    finally:
+        held.release.set()
+    assert (await handle.describe()).status is WorkflowExecutionStatus.CANCELED
+    messages = await runner.messages(handle.id)
+    assert messages[-1]["t"] == M.TERMINATED
+    assert M.COMPLETE not in types_of(messages), "the run did not go on to its end"
+    document = await runner.archive.database["runs"].find_one({"_id": handle.id})
+    assert document is not None and document["status"] == "canceled"

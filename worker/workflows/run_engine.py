@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, FailureError, RetryState
+from temporalio.exceptions import ActivityError, FailureError, RetryState, is_cancelled_exception
 
 from spindle.shared.contracts.budgets import BudgetAck, BudgetRaise
 from spindle.shared.contracts.errors import (
@@ -45,6 +45,7 @@ from spindle.shared.contracts.errors import (
 from spindle.shared.contracts.messages import AgentMessageType
 from spindle.shared.contracts.runs import (
     ASK_SETTLES_ON_CANCEL_PATCH,
+    CANCEL_IN_ACTIVITY_PATCH,
     EXPIRY_USER,
     FINISH_LOCAL_PATCH,
     PURE_NODES_LOCAL_PATCH,
@@ -235,7 +236,9 @@ class RunEngine:
             await self._drive()
             # Non-interactive children run to their end (deadline-bounded).
             await self._workstreams.close("parent_finished", stop_all=False)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, ActivityError) as exc:
+            if not _is_run_cancel(exc):
+                raise
             await self._stop_nodes()
             # The run's children_policy: stop running children, or let them finish first.
             stop_all = self._input.children_policy == "cancel_children"
@@ -552,6 +555,11 @@ class RunEngine:
                 retry_policy=policies.NOTICE_RETRY,
             )
         except ActivityError as exc:
+            # A notice is best effort, but the run's cancel is not: the SDK turns the
+            # cancel of the task awaiting it into this error, and a run that went on
+            # would wait forever for nodes that no longer come.
+            if _is_run_cancel(exc):
+                raise
             workflow.logger.warning("cannot post warning %r: %s", text, exc)
 
     # -- node dispatch ---------------------------------------------------------
@@ -904,3 +912,17 @@ NODE_RUNNERS: dict[RunKind, NodeRunner] = {
     RunKind.MAP: RunEngine._run_map,
 }
 """How a run runs a node, by its type's ``NodeTypeSpec.runs``."""
+
+
+def _is_run_cancel(exc: BaseException) -> bool:
+    """Whether ``exc`` is the run's cancel reaching the code that awaited.
+
+    It arrives as CancelledError where the run waits on a condition, and as an
+    ActivityError with a cancelled cause where it awaits one of its own activities
+    (a notice, ``record_start``): the SDK turns the cancel of the awaiting task into
+    that error. Runs recorded before ``CANCEL_IN_ACTIVITY_PATCH`` took the latter
+    for an ordinary failure, and replay so.
+    """
+    if isinstance(exc, asyncio.CancelledError):
+        return True
+    return is_cancelled_exception(exc) and workflow.patched(CANCEL_IN_ACTIVITY_PATCH)
