@@ -40,20 +40,17 @@ class SwallowingLoop(BackgroundLoop):
             try:
                 await self.work()
             except Exception as exc:
-                self.errors.append(exc)
+                await self.after_error(exc)
+
+    async def after_error(self, exc: Exception) -> None:
+        self.errors.append(exc)
 
 
 class StubbornLoop(SwallowingLoop):
     """Its work swallows the first cancel and then blocks again in the same pass."""
 
-    async def run(self) -> None:
-        while True:
-            self.stop_if_cancelled()
-            self.passes += 1
-            try:
-                await self.work()
-            except RuntimeError:
-                await asyncio.Event().wait()  # still inside the pass: only a new cancel ends it
+    async def after_error(self, exc: Exception) -> None:
+        await asyncio.Event().wait()  # still inside the pass: only a new cancel ends it
 
 
 class FailingLoop(BackgroundLoop):
