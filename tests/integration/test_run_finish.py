@@ -13,17 +13,13 @@ cancel here can meet an ask or a notice in flight.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 from pymongo import monitoring
-from temporalio import activity
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
-from temporalio.worker import Worker
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 
 from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.runs import GRAPH_RUN_WORKFLOW, GraphRunInput, RunStatus
@@ -31,14 +27,18 @@ from spindle.shared.graphs.structure import parse_graph
 from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunArchive
 from spindle.shared.store.prompts import PromptStatus, PromptStore
-from spindle.worker.contracts import POST_MESSAGE, RECORD_RUN_START, Empty, RunNotice, RunStart
+from spindle.worker.contracts import POST_MESSAGE, RECORD_RUN_START, RunNotice, RunStart
 from spindle.worker.examples import load_example
-from spindle.worker.llm.offline import OfflineProvider
-from spindle.worker.main import build_worker, worker_activities, workflow_classes
-from spindle.worker.sandbox import workflow_runner
+from spindle.worker.main import build_worker
+from tests.integration.held_activity import (
+    LOOP_ONCE,
+    HeldActivity,
+    assert_ended_canceled,
+    cancel_while_held,
+)
 from tests.polling import eventually
 from tests.workflow.loop_and_prompt import loop_over_prompt_waiting
-from tests.workflow.runs import GraphRunner, M, types_of
+from tests.workflow.runs import GraphRunner, M
 
 pytestmark = pytest.mark.integration
 
@@ -51,33 +51,6 @@ CHAIN = parse_graph(
             for n in ("a", "b", "c")
         ],
         "edges": [{"from": "a", "to": "b"}, {"from": "b", "to": "c"}],
-    }
-)
-
-
-# Loops once; the loop-back refused the second time posts a WARNING before ``done``.
-LOOP_ONCE = parse_graph(
-    {
-        "name": "finish-loop-once",
-        "entry": "first",
-        "nodes": [
-            {
-                "id": "first",
-                "type": "tool",
-                "params": {"tool": "word_count", "args": {"text": "a"}},
-            },
-            {
-                "id": "check",
-                "type": "tool",
-                "params": {"tool": "word_count", "args": {"text": "b"}},
-            },
-            {"id": "done", "type": "output", "params": {"select": "check"}},
-        ],
-        "edges": [
-            {"from": "first", "to": "check"},
-            {"from": "check", "to": "first", "max_iterations": 1},
-            {"from": "check", "to": "done"},
-        ],
     }
 )
 
@@ -182,78 +155,13 @@ async def test_a_run_canceled_generations_after_it_asked_closes_its_prompt(
     assert closed is not None and closed.status is PromptStatus.CLOSED
 
 
-class HeldActivity:
-    """One activity of the production worker, held on the calls ``holds`` picks until
-    released: a cancel reaches the run while it awaits that activity."""
-
-    def __init__(
-        self, runner: GraphRunner, name: str, arg_type: type[Any], holds: Callable[[Any], bool]
-    ) -> None:
-        self.entered = asyncio.Event()
-        self.release = asyncio.Event()
-        self.runner = runner
-        activities = worker_activities(runner.bus, runner.archive, OfflineProvider())
-        original = next(
-            a for a in activities if activity._Definition.must_from_callable(a).name == name
-        )
-
-        async def held(arg: Any) -> Empty:
-            if holds(arg):
-                self.entered.set()
-                await self.release.wait()
-            result: Empty = await original(arg)
-            return result
-
-        # The SDK decodes the argument by the annotation: the original's model.
-        held.__annotations__ = {"arg": arg_type, "return": Empty}
-        self.activities = [
-            activity.defn(name=name)(held) if a is original else a for a in activities
-        ]
-
-    @asynccontextmanager
-    async def worker(self) -> AsyncIterator[GraphRunner]:
-        """A worker with the held activity on a queue of its own, and a runner for it."""
-        task_queue = f"held-{uuid.uuid4().hex[:10]}"
-        worker = Worker(
-            self.runner.client,
-            task_queue=task_queue,
-            workflows=workflow_classes(),
-            activities=self.activities,
-            workflow_runner=workflow_runner(),
-        )
-        async with worker:
-            try:
-                yield GraphRunner(
-                    self.runner.client, task_queue, self.runner.bus, self.runner.archive
-                )
-            finally:
-                self.release.set()  # the worker's shutdown waits for the held call
-
-
-async def assert_ended_canceled(runner: GraphRunner, handle: WorkflowHandle[Any, Any]) -> None:
-    """Canceled in Temporal, TERMINATED last on the stream, ``canceled`` in the archive."""
-    assert (await handle.describe()).status is WorkflowExecutionStatus.CANCELED
-    kinds = types_of(await runner.messages(handle.id))
-    assert kinds[-1:] == [M.TERMINATED], kinds
-    assert M.COMPLETE not in kinds, "the run did not go on to its end"
-    document = await runner.archive.database["runs"].find_one({"_id": handle.id})
-    assert document is not None and document["status"] == "canceled"
-
-
 async def test_a_run_canceled_while_it_posts_a_notice_ends_canceled(
     runner: GraphRunner,
 ) -> None:
     # The SDK turns the cancel of a task awaiting an activity into an ActivityError;
     # the run's best-effort notice must not take it for a failed post and go on.
-    held = HeldActivity(
-        runner, POST_MESSAGE, RunNotice, lambda notice: notice.type == int(M.WARNING)
-    )
-    async with held.worker() as noticing:
-        handle = await noticing.start(LOOP_ONCE, {})
-        await asyncio.wait_for(held.entered.wait(), timeout=30)
-        await handle.cancel()
-        with pytest.raises(WorkflowFailureError):
-            await handle.result()
+    held = HeldActivity(runner, POST_MESSAGE, RunNotice, lambda n: n.type == int(M.WARNING))
+    handle = await cancel_while_held(held, lambda held_runner: held_runner.start(LOOP_ONCE, {}))
     await assert_ended_canceled(runner, handle)
 
 
@@ -263,15 +171,14 @@ async def test_a_scheduled_run_canceled_while_it_records_its_start_ends_canceled
     # Not an ActivityError out of the run: its cancel path stops it and finish_run
     # writes it canceled; the late start record leaves that status alone.
     held = HeldActivity(runner, RECORD_RUN_START, RunStart, lambda start: True)
-    async with held.worker() as scheduled:
-        handle = await scheduled.client.start_workflow(
+
+    async def start(held_runner: GraphRunner) -> WorkflowHandle[Any, Any]:
+        return await held_runner.client.start_workflow(
             GRAPH_RUN_WORKFLOW,
             GraphRunInput(graph=CHAIN, input={}, scheduled_by="nightly"),
             id=f"scheduled-{uuid.uuid4().hex[:10]}",
-            task_queue=scheduled.task_queue,
+            task_queue=held_runner.task_queue,
         )
-        await asyncio.wait_for(held.entered.wait(), timeout=30)
-        await handle.cancel()
-        with pytest.raises(WorkflowFailureError):
-            await handle.result()
+
+    handle = await cancel_while_held(held, start)
     await assert_ended_canceled(runner, handle)

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError
 
 from spindle.shared.contracts.runs import (
+    CANCEL_IN_ACTIVITY_PATCH,
     DESCRIBE_QUERY,
     GRAPH_RUN_WORKFLOW,
     USER_INPUT_UPDATE,
@@ -35,11 +38,13 @@ from spindle.shared.contracts.workstreams import (
     WorkstreamList,
     WorkstreamState,
 )
+from spindle.worker.contracts import POST_MESSAGE, RECORD_RUN_START, RunNotice, RunStart
 from spindle.worker.examples import load_example
 from spindle.worker.replay import fetch_generations, record_history, replay, save_history
+from tests.integration.held_activity import LOOP_ONCE, HeldActivity, cancel_while_held
 from tests.polling import eventually
 from tests.workflow.loop_and_prompt import LOOP_AND_PROMPT
-from tests.workflow.runs import GraphRunner
+from tests.workflow.runs import GraphRunner, M
 from tests.workflow.test_continue_as_new import WORKSTREAM_PROMPT_AND_LOOP
 
 pytestmark = pytest.mark.integration
@@ -212,3 +217,46 @@ async def test_a_run_over_generations_with_a_running_workstream_replays(
         for generation, history in enumerate(histories, start=1):
             save_history(history, HISTORIES, generation)
         save_history(child, HISTORIES)
+
+
+def _held(runner: GraphRunner, activity_name: str) -> HeldActivity:
+    if activity_name == POST_MESSAGE:  # the WARNING of the refused loop-back
+        return HeldActivity(runner, POST_MESSAGE, RunNotice, lambda n: n.type == int(M.WARNING))
+    return HeldActivity(runner, RECORD_RUN_START, RunStart, lambda start: True)
+
+
+def _start(activity_name: str, workflow_id: str) -> Callable[[GraphRunner], Awaitable[Any]]:
+    """How the run is started that a cancel meets inside ``activity_name``."""
+
+    async def start(held_runner: GraphRunner) -> WorkflowHandle[Any, Any]:
+        if activity_name == POST_MESSAGE:
+            return await held_runner.start(LOOP_ONCE, {}, workflow_id=workflow_id)
+        return await held_runner.client.start_workflow(
+            GRAPH_RUN_WORKFLOW,
+            GraphRunInput(graph=load_example("pipeline"), input={"text": "hi"}, scheduled_by="s"),
+            id=workflow_id,
+            task_queue=held_runner.task_queue,
+        )
+
+    return start
+
+
+@pytest.mark.parametrize(
+    ("stem", "activity_name"),
+    [("canceled-in-a-notice", POST_MESSAGE), ("canceled-recording-its-start", RECORD_RUN_START)],
+)
+async def test_a_run_canceled_inside_its_own_activity_replays(
+    dev_runner: GraphRunner, stem: str, activity_name: str
+) -> None:
+    """The cancel path behind ``CANCEL_IN_ACTIVITY_PATCH``: its marker is recorded, and
+    the history replays."""
+    workflow_id = stem if RECORD else f"{stem}-{uuid.uuid4().hex[:8]}"
+    held = _held(dev_runner, activity_name)
+    handle = await cancel_while_held(held, _start(activity_name, workflow_id))
+    history = await handle.fetch_history()
+    markers = [e for e in history.events if e.HasField("marker_recorded_event_attributes")]
+    assert any(CANCEL_IN_ACTIVITY_PATCH.encode() in e.SerializeToString() for e in markers)
+    assert history.events[-1].event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED
+    assert await replay([(workflow_id, history)]) == []
+    if RECORD:
+        save_history(history, HISTORIES)

@@ -29,6 +29,8 @@ def test_every_example_has_a_recorded_history() -> None:
     assert stems >= {"long-loop", "long-loop~2", "long-loop~3"}
     # ... and one whose workstream ran across generations, with the child's history.
     assert stems >= {"long-workstream", "long-workstream~2", "long-workstream.ws-1"}
+    # ... and runs canceled inside an activity of their own (CANCEL_IN_ACTIVITY_PATCH).
+    assert stems >= {"canceled-in-a-notice", "canceled-recording-its-start"}
     for path in history_files():
         assert load_history(path).workflow_id == path.stem.split("~")[0]
 
