@@ -2,13 +2,13 @@
 run ends without touching the prompts or the tasks (``finish_run`` skips both
 round trips); a run that asked closes its prompt when it ends, also generations
 later, and one canceled while it asks leaves no prompt behind (see also
-tests/e2e/test_hitl_requests.py); one canceled while it posts a notice ends
-canceled.
+tests/e2e/test_hitl_requests.py); one canceled inside an activity of its own (a
+WARNING notice, a scheduled run's ``record_start``) still ends canceled.
 
 On the real server, not the time-skipping one: a cancel of an activity in the
 workflow task where it completes gets ACTIVITY_UNKNOWN there and the run never
-ends (temporalio/sdk-java issue 2391; the official server carries on), and a
-cancel here can meet an ask or a notice in flight.
+ends (temporalio/sdk-java issue 2391; the official server carries on), and these
+cancels meet activities in flight on purpose.
 """
 
 from __future__ import annotations
