@@ -10,6 +10,7 @@ from typing import Any
 from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError
 
+from spindle.shared.contracts.graph_spec import GraphSpec
 from spindle.shared.contracts.runs import (
     DESCRIBE_QUERY,
     GRAPH_RUN_WORKFLOW,
@@ -65,14 +66,19 @@ validate_structure(LOOP_AND_PROMPT)
 
 
 async def loop_over_prompt_waiting(
-    runner: GraphRunner, workflow_id: str
+    runner: GraphRunner,
+    workflow_id: str,
+    *,
+    graph: GraphSpec = LOOP_AND_PROMPT,
+    successes: int = 1 + 2 * (LOOPS + 1),
 ) -> tuple[WorkflowHandle[Any, GraphRunResult], RunDescription]:
-    """Start ``LOOP_AND_PROMPT`` continuing as new every 100 events; wait until the
-    loop is over and ``done`` waits for the prompt's answer, generations later."""
+    """Start ``graph`` (a loop beside a prompt ``ask``) continuing as new every 100
+    events; wait until the loop is over (``successes`` nodes succeeded) and ``done``
+    waits for the prompt's answer, generations later."""
     await runner.client.start_workflow(
         GRAPH_RUN_WORKFLOW,
         GraphRunInput(
-            graph=LOOP_AND_PROMPT,
+            graph=graph,
             input={"topic": "spindle"},
             continue_as_new_after_events=100,
             history_warning_events=100,
@@ -90,7 +96,7 @@ async def loop_over_prompt_waiting(
             )
         except RPCError:
             return None  # asked the run that was just continuing as new: ask again
-        looped = described.report_counts.get("SUCCESS", 0) == 1 + 2 * (LOOPS + 1)
+        looped = described.report_counts.get("SUCCESS", 0) == successes
         return described if looped and described.current_nodes == ["ask"] else None
 
     # ``done`` joins the loop and the prompt: it waits for the answer.

@@ -21,11 +21,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.runs import (
-    DESCRIBE_QUERY,
     GRAPH_RUN_WORKFLOW,
     GraphRunInput,
     GraphRunResult,
-    RunDescription,
     UserInput,
 )
 from spindle.shared.contracts.workstreams import (
@@ -142,27 +140,12 @@ async def test_a_running_workstream_a_waiting_prompt_and_a_loop_cross_generation
     cross continue-as-new; the workstream, messaged and ended generations after its
     launch, reports its end to the latest generation."""
     workflow_id = f"can-ws-{uuid.uuid4().hex[:10]}"
-    await runner.client.start_workflow(
-        GRAPH_RUN_WORKFLOW,
-        GraphRunInput(
-            graph=WORKSTREAM_PROMPT_AND_LOOP,
-            input={"topic": "spindle"},
-            continue_as_new_after_events=100,
-            history_warning_events=100,
-        ),
-        id=workflow_id,
-        task_queue=runner.task_queue,
+    latest, waiting = await loop_over_prompt_waiting(
+        runner,
+        workflow_id,
+        graph=WORKSTREAM_PROMPT_AND_LOOP,
+        successes=1 + (WS_LOOPS + 1),
     )
-    latest = runner.client.get_workflow_handle(workflow_id, result_type=GraphRunResult)
-
-    async def loop_done_prompt_waiting() -> RunDescription | None:
-        described = await _query_latest(latest, DESCRIBE_QUERY, RunDescription)
-        if described is None:
-            return None
-        looped = described.report_counts.get("SUCCESS", 0) == 1 + (WS_LOOPS + 1)
-        return described if looped and described.current_nodes == ["ask"] else None
-
-    waiting = await eventually(loop_done_prompt_waiting, what="the loop over, the prompt waiting")
     assert waiting.generation >= 3  # the child ran all along: it did not hold the run
 
     listed = await _query_latest(latest, WORKSTREAMS_QUERY, WorkstreamList)
