@@ -148,8 +148,12 @@ async def test_a_running_workstream_a_waiting_prompt_and_a_loop_cross_generation
     )
     assert waiting.generation >= 3  # the child ran all along: it did not hold the run
 
-    listed = await _query_latest(latest, WORKSTREAMS_QUERY, WorkstreamList)
-    assert listed is not None
+    # The loop's last node may still be followed by one more continue-as-new, and a
+    # query that meets it fails: ask again until a generation answers.
+    listed = await eventually(
+        lambda: _query_latest(latest, WORKSTREAMS_QUERY, WorkstreamList),
+        what="the workstream list of the latest generation",
+    )
     [child] = listed.workstreams
     assert (child.launch_id, child.state) == ("ws-1", WorkstreamState.RUNNING)
     child_handle = runner.client.get_workflow_handle(child.child_workflow_id)
