@@ -35,7 +35,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationInfo, field_serializer, field_validator
 from pymongo import ReplaceOne, UpdateOne
 
 from spindle.shared.contracts.runs import NodeReport
@@ -57,6 +57,9 @@ DEFAULT_PORT = "output"
 TraceRole = Literal["input", "prompt", "output"]
 # Order of a node's messages that share a timestamp.
 _RANK = {"input": 0, "prompt": 1, "output": 2}
+SAME_AS = "sameAs"
+"""In a queued ``NodeFinished``, a trace entry's ``message`` that names the
+operation's envelope it is (``{"messageId": …, "sameAs": "input"}``)."""
 
 
 class TraceEntry(BaseModel):
@@ -205,6 +208,34 @@ class NodeFinished(BaseModel):
         description="identity to create the run with if it is not archived; empty: never create",
     )
 
+    # On its way through the archive outbox a node's input and output envelopes
+    # would travel twice, as ``input``/``output`` and as their trace entries'
+    # ``message``: a quarter of a queued ``pipeline`` run's bytes, serialized in the
+    # node's activity and parsed again by the archiver. Those entries travel as a
+    # reference to the envelope instead; entries queued in full (older workers)
+    # read as before (docs/operations/observability.md#run-archive).
+
+    @field_serializer("trace", when_used="json")
+    def _trace_by_reference(self, trace: list[TraceEntry]) -> list[dict[str, Any]]:
+        envelopes = {"input": self.input, "output": self.output}
+        wire: list[dict[str, Any]] = []
+        for entry in trace:
+            envelope = envelopes.get(entry.role)
+            if isinstance(envelope, dict) and envelope.get("messageId") == entry.message_id:
+                data = entry.model_dump(mode="json", exclude={"message"})
+                data["message"] = {"messageId": entry.message_id, SAME_AS: entry.role}
+            else:
+                data = entry.model_dump(mode="json")
+            wire.append(data)
+        return wire
+
+    @field_validator("trace", mode="before")
+    @classmethod
+    def _trace_from_reference(cls, value: Any, info: ValidationInfo) -> Any:
+        if not isinstance(value, list):
+            return value
+        return [_with_envelope(raw, info.data) for raw in value]
+
     async def apply(self, archive: RunArchive) -> None:
         await archive.bulk_apply(self.writes())
 
@@ -266,6 +297,17 @@ class NodeFinished(BaseModel):
 
     def describe(self) -> str:
         return f"end of node {self.report.node_id} in {self.workflow_id}"
+
+
+def _with_envelope(raw: Any, fields: dict[str, Any]) -> Any:
+    """A queued trace entry with the envelope its ``message`` refers to (``SAME_AS``)."""
+    message = raw.get("message") if isinstance(raw, dict) else None
+    if not isinstance(message, dict) or message.get(SAME_AS) not in ("input", "output"):
+        return raw
+    envelope = fields.get(message[SAME_AS])
+    if isinstance(envelope, dict) and envelope.get("messageId") == message.get("messageId"):
+        return {**raw, "message": envelope}
+    return raw
 
 
 # -- reads and writes -------------------------------------------------------------

@@ -195,6 +195,50 @@ async def test_node_start_and_end_move_the_run_and_keep_its_messages_in_its_repo
     assert report["stream_id"] == wf
 
 
+def test_a_queued_node_end_carries_each_envelope_once_and_reads_back_whole() -> None:
+    # The outbox's JSON: the input and output travel once, their trace entries name
+    # them; a prompt-like entry that is neither stays whole.
+    payload = {"text": "x" * 2000}
+    entries = [
+        TraceEntry(
+            message=envelope("m-in", "_previous", "2025-03-01T12:00:00+00:00", payload),
+            node_id="fetch",
+            role="input",
+            trace_ids=TRACE,
+        ),
+        TraceEntry(
+            message=envelope("m-out", "fetch", "2025-03-01T12:00:01+00:00", payload),
+            node_id="fetch",
+            role="output",
+            attempt=2,
+        ),
+        TraceEntry(
+            message=envelope("m-other", "fetch", "2025-03-01T12:00:02+00:00", {"n": 1}),
+            node_id="fetch",
+            role="output",
+        ),
+    ]
+    finished = NodeFinished(
+        workflow_id="wf",
+        run_id="r1",
+        report=NodeReport(node_id="fetch", node_type="tool", status=NodeStatus.SUCCESS),
+        input=entries[0].message,
+        output=entries[1].message,
+        trace=entries,
+    )
+    wire = QueuedOp(op=finished, queued_at_ms=0).model_dump_json()
+    assert wire.count("x" * 2000) == 2  # ``input`` and ``output``, not again in the trace
+    read = QueuedOp.model_validate_json(wire).op
+    assert read == finished
+    assert read.writes() == finished.writes()
+
+    # Queued in full by a worker before this form: read as it was written.
+    whole = finished.model_dump(mode="python")
+    whole["trace"] = [entry.model_dump(mode="json") for entry in entries]
+    older = QueuedOp.model_validate({"op": whole, "queued_at_ms": 0}).op
+    assert older == finished
+
+
 def node_entries(prefix: str, node: str, times: tuple[str, str]) -> list[TraceEntry]:
     """A node's input and output NodeMessages (``<prefix>-in``, ``<prefix>-out``)."""
     return [
