@@ -27,6 +27,7 @@ from temporalio import activity
 
 from spindle.shared.contracts.errors import ExecutorNotFound
 from spindle.shared.contracts.graph_spec import NodeSpec
+from spindle.shared.contracts.messages import AgentMessageType
 from spindle.shared.graphs.node_types import (
     BUILTIN_NODE_TYPES,
     NodeTypeSpec,
@@ -43,11 +44,26 @@ logger = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "spindle.node_types"
 
 
+class ClosingPost(BaseModel):
+    """A node's last message, posted for it once it has returned.
+
+    Posting it also checks that this attempt is still the activity's latest (a
+    retried attempt refuses an older one's results), so a node that ends with a
+    message pays one Redis round trip for both instead of two
+    (docs/graphs/node-types.md#adding-a-node-type).
+    """
+
+    type: AgentMessageType
+    text: str | None = None
+    details: dict[str, Any] | None = None
+
+
 class NodeResult(BaseModel):
     """What a node returns (seed 004): its data, chosen ports and metadata.
 
     ``metadata`` is merged into the run's ``meta`` and so propagates to every
-    node that runs after this one.
+    node that runs after this one; ``closing``, when set, is posted as the node's
+    last message after it returns (see ``ClosingPost``).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -55,6 +71,7 @@ class NodeResult(BaseModel):
     data: Any = None
     ports: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    closing: ClosingPost | None = None
 
 
 @dataclass

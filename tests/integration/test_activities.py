@@ -21,7 +21,7 @@ from pymongo import AsyncMongoClient
 from temporalio.exceptions import ApplicationError
 
 from spindle.dev.processes import free_port
-from spindle.nodes import NodeContext, NodeResult, node_type
+from spindle.nodes import ClosingPost, NodeContext, NodeResult, node_type
 from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.graph_spec import NodeSpec
 from spindle.shared.contracts.messages import AgentMessageType as T
@@ -205,6 +205,54 @@ async def test_unknown_node_type_fails_without_retry(bus: MessageBus) -> None:
         await env("x.1").run(acts.execute_node, ex)
     assert exc.value.type == "ExecutorNotFound" and exc.value.non_retryable
     assert "no-such-type" in str(exc.value)
+
+
+_OVERTAKEN: dict[str, asyncio.Event] = {}
+"""Per run: set once a newer attempt has run, to let the older one go on."""
+
+
+@node_type("test_overtaken")
+async def overtaken(ctx: NodeContext) -> NodeResult:
+    """Posts, waits (attempt 1) until a newer attempt has run, then returns; ends
+    with a closing message when the previous output says so."""
+    await ctx.poster.post(T.UPDATE, "working")  # a retried attempt's repeat is a no-op
+    if ctx.poster.attempt == 1:
+        await _OVERTAKEN[ctx.run.workflow_id].wait()
+    done = ClosingPost(type=T.UPDATE, text=f"done (attempt {ctx.poster.attempt})")
+    return NodeResult(data=ctx.poster.attempt, closing=done if ctx.previous else None)
+
+
+@pytest.mark.parametrize("closing", [True, False], ids=["closing-post", "no-closing-post"])
+async def test_an_attempt_overtaken_while_it_runs_is_refused_at_its_end(
+    bus: MessageBus, archive: RunArchive, closing: bool
+) -> None:
+    # Its end checks the fence once more (with its closing post, or alone): what
+    # it did before the newer attempt started stays; nothing after is recorded.
+    run = new_run()
+    acts = NodeActivities(bus, archive)
+    ex = execution(run, {"id": "slow", "type": "test_overtaken"}, _previous=closing)
+    _OVERTAKEN[run.workflow_id] = asyncio.Event()
+    first = asyncio.create_task(env("slow.1", attempt=1).run(acts.execute_node, ex))
+
+    async def first_posted() -> bool:
+        return len(await stream(bus, run)) == 1
+
+    await eventually(first_posted, what="attempt 1's first post")
+    second = await env("slow.1", attempt=2).run(acts.execute_node, ex)
+    _OVERTAKEN.pop(run.workflow_id).set()
+    with pytest.raises(ApplicationError) as refused:
+        await first
+    assert refused.value.type == "AttemptSuperseded"
+
+    assert second.output == 2
+    texts = [m["m"] for m in await stream(bus, run)]
+    assert texts == [
+        "working",
+        "retrying node slow (attempt 2)",
+        *(["done (attempt 2)"] if closing else []),
+    ]
+    [report] = await archive.node_reports(run.workflow_id)
+    assert report["attempt"] == 2 and report["output"]["payload"] == 2
 
 
 @node_type("test_legacy_upper")

@@ -32,7 +32,7 @@ from spindle.worker.activities.recorder import (
 from spindle.worker.activities.task_sync import TaskSync
 from spindle.worker.contracts import EXECUTE_NODE, NodeExecution, NodeOutcome
 from spindle.worker.envelope import NodeMessage
-from spindle.worker.registry import NodeContext, NodeResult, get_node_type
+from spindle.worker.registry import ClosingPost, NodeContext, NodeResult, get_node_type
 
 if TYPE_CHECKING:
     from spindle.shared.bus.message_bus import MessageBus
@@ -64,6 +64,22 @@ def as_node_result(value: Any, node_type: str) -> NodeResult:
         warnings.warn(message, DeprecationWarning, stacklevel=2)
         logger.warning(message)
     return NodeResult(data=value)
+
+
+async def close(poster: MessagePoster, closing: ClosingPost | None) -> None:
+    """Post the node's closing message, or check that this attempt is still current.
+
+    Either way the attempt's fence is checked after the node's last effect: a post
+    checks and claims it first in the same script (even on an ended stream), one
+    round trip for both.
+
+    Raises:
+        ApplicationError: ``AttemptSuperseded`` (see ``MessagePoster.check_current``).
+    """
+    if closing is None:
+        await poster.check_current()
+    else:
+        await poster.post(closing.type, closing.text, details=closing.details)
 
 
 class NodeActivities:
@@ -140,7 +156,7 @@ class NodeActivities:
             duration_ms=(time.monotonic() - started) * 1000,
             output=result.data,
         )
-        await poster.check_current()
+        await close(poster, result.closing)
         start_recorded = await recording_start.settle()
         finished = self.recorder.finished(
             execution,

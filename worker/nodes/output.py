@@ -7,7 +7,7 @@ from spindle.shared.graphs.expressions import ExpressionError, evaluate, render_
 from spindle.shared.graphs.node_params import OutputParams
 from spindle.shared.graphs.node_types import OUTPUT
 from spindle.worker.activities.params import invalid_params
-from spindle.worker.registry import NodeContext, NodeResult, implements
+from spindle.worker.registry import ClosingPost, NodeContext, NodeResult, implements
 
 
 @implements(OUTPUT)
@@ -31,6 +31,9 @@ async def run_output(ctx: NodeContext) -> NodeResult:
             f"node '{ctx.node.id}': {exc}",
             [{"node": ctx.node.id, "field": "params", "rule": "expression"}],
         ) from exc
+    answer = None
     if text is not None:
-        await ctx.poster.post(AgentMessageType.ANSWER, text, details={"node_id": ctx.node.id})
-    return NodeResult(data=output)
+        answer = ClosingPost(
+            type=AgentMessageType.ANSWER, text=text, details={"node_id": ctx.node.id}
+        )
+    return NodeResult(data=output, closing=answer)

@@ -14,7 +14,7 @@ from spindle.shared.graphs.expressions import ExpressionError, evaluate, is_trut
 from spindle.shared.graphs.node_params import RouterParams
 from spindle.shared.graphs.node_types import ROUTER
 from spindle.worker.activities.params import invalid_params
-from spindle.worker.registry import NodeContext, NodeResult, implements
+from spindle.worker.registry import ClosingPost, NodeContext, NodeResult, implements
 
 
 @implements(ROUTER)
@@ -36,19 +36,19 @@ async def run_router(ctx: NodeContext) -> NodeResult:
                 break
     details: dict[str, Any] = {"node_id": ctx.node.id, "ports": chosen}
     if chosen:
-        await ctx.poster.post(
-            AgentMessageType.UPDATE, f"Route: {', '.join(chosen)}", details=details
+        decision = ClosingPost(
+            type=AgentMessageType.UPDATE, text=f"Route: {', '.join(chosen)}", details=details
         )
     elif params.default is not None:
         chosen = [params.default]
         details = {"node_id": ctx.node.id, "ports": chosen, "default": True}
-        await ctx.poster.post(
-            AgentMessageType.UPDATE, f"Route: {params.default} (default)", details=details
+        decision = ClosingPost(
+            type=AgentMessageType.UPDATE, text=f"Route: {params.default} (default)", details=details
         )
     else:
-        await ctx.poster.post(
-            AgentMessageType.WARNING,
-            f"Router {ctx.node.id}: no route matched and there is no default",
+        decision = ClosingPost(
+            type=AgentMessageType.WARNING,
+            text=f"Router {ctx.node.id}: no route matched and there is no default",
             details=details,
         )
-    return NodeResult(data=ctx.previous, ports=chosen)
+    return NodeResult(data=ctx.previous, ports=chosen, closing=decision)

@@ -10,7 +10,7 @@ from spindle.shared.graphs.node_params import ToolParams
 from spindle.shared.graphs.node_types import TOOL
 from spindle.worker.activities.params import invalid_params
 from spindle.worker.activities.recorder import summarize
-from spindle.worker.registry import NodeContext, NodeResult, implements
+from spindle.worker.registry import ClosingPost, NodeContext, NodeResult, implements
 from spindle.worker.tools import get_tool
 
 
@@ -36,12 +36,12 @@ async def run_tool(ctx: NodeContext) -> NodeResult:
     except ToolError as exc:
         # The tool itself refused: the same arguments would fail again.
         raise to_application_error(ToolError(f"tool {tool.name} failed: {exc.detail}")) from exc
-    await ctx.poster.post(
-        AgentMessageType.UPDATE,
-        f"Tool {tool.name} returned {summarize(result, 120)}",
+    returned = ClosingPost(
+        type=AgentMessageType.UPDATE,
+        text=f"Tool {tool.name} returned {summarize(result, 120)}",
         details={"node_id": ctx.node.id, "tool": tool.name},
     )
-    return NodeResult(data=result, metadata=tools_used_meta(ctx.meta, tool.name))
+    return NodeResult(data=result, metadata=tools_used_meta(ctx.meta, tool.name), closing=returned)
 
 
 TOOLS_USED_KEPT = 20
