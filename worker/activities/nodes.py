@@ -66,7 +66,7 @@ def as_node_result(value: Any, node_type: str) -> NodeResult:
     return NodeResult(data=value)
 
 
-async def close(poster: MessagePoster, closing: ClosingPost | None) -> None:
+async def confirm_current(poster: MessagePoster, closing: ClosingPost | None) -> None:
     """Post the node's closing message, or check that this attempt is still current.
 
     Either way the attempt's fence is checked after the node's last effect: a post
@@ -156,7 +156,7 @@ class NodeActivities:
             duration_ms=(time.monotonic() - started) * 1000,
             output=result.data,
         )
-        await close(poster, result.closing)
+        await confirm_current(poster, result.closing)
         start_recorded = await recording_start.settle()
         finished = self.recorder.finished(
             execution,
