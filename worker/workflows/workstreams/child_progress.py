@@ -14,9 +14,12 @@ each signal is a workflow task of the parent and one of the child (issue 17).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from datetime import timedelta
+from typing import Any
 
+from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.exceptions import FailureError
 
@@ -31,7 +34,13 @@ class ProgressSender:
         self.parent_workflow_id = parent_workflow_id
         self._queue: list[tuple[Progress, timedelta | None]] = []
         self._sending = False
+        self._stopping = False
         self.parent_gone = False
+
+    def stop(self) -> None:
+        """End ``run`` at its next wait; a signal in flight is sent to its end first
+        (see ``signal_to_its_end`` for why the task is not cancelled)."""
+        self._stopping = True
 
     def send(self, progress: Progress, *, settle: timedelta | None = None) -> None:
         """Queue ``progress`` (returns at once); with ``settle``, send it only if
@@ -43,7 +52,9 @@ class ProgressSender:
         """Send queued progress forever (cancel the task to end it)."""
         parent = workflow.get_external_workflow_handle(self.parent_workflow_id)
         while True:
-            await workflow.wait_condition(lambda: bool(self._queue))
+            await workflow.wait_condition(lambda: bool(self._queue) or self._stopping)
+            if self._stopping:
+                return
             progress, settle = self._queue.pop(0)
             if self.parent_gone:
                 continue
@@ -52,9 +63,11 @@ class ProgressSender:
                 if settle is not None and not self._queue:
                     # A durable timer, cancelled (no workflow task) when newer comes first.
                     with contextlib.suppress(TimeoutError):
-                        await workflow.wait_condition(lambda: bool(self._queue), timeout=settle)
-                if settle is not None and self._queue:
-                    continue  # superseded
+                        await workflow.wait_condition(
+                            lambda: bool(self._queue) or self._stopping, timeout=settle
+                        )
+                if settle is not None and (self._queue or self._stopping):
+                    continue  # superseded, or stopped
                 await parent.signal(WORKSTREAM_PROGRESS_SIGNAL, progress)
             except FailureError as exc:
                 self.parent_gone = True
@@ -71,3 +84,27 @@ class ProgressSender:
     async def flushed(self) -> None:
         """Wait until everything queued so far has been sent (or dropped)."""
         await workflow.wait_condition(lambda: not self._queue and not self._sending)
+
+
+async def signal_to_its_end(
+    handle: workflow.ExternalWorkflowHandle[Any], name: str, arg: BaseModel
+) -> None:
+    """Signal ``handle``; a cancel of the caller meanwhile is raised once the signal
+    has ended, and never cancels the signal itself.
+
+    temporalio 1.35 turns the cancel of a task awaiting a signal that was resolved
+    in the same activation into a cancel command Core rejects ("Invalid transition
+    in state machine"): the workflow task then fails on every attempt.
+
+    Raises:
+        FailureError: the signal failed (the target is gone).
+        asyncio.CancelledError: the caller was cancelled meanwhile.
+    """
+    sending = asyncio.create_task(handle.signal(name, arg))
+    try:
+        await asyncio.shield(sending)
+    except asyncio.CancelledError:
+        await asyncio.wait([sending])
+        if not sending.cancelled():
+            sending.exception()  # retrieved: the cancel is what the caller meets
+        raise

@@ -85,7 +85,10 @@ with workflow.unsafe.imports_passed_through():
         opening,
         system_prompt,
     )
-    from spindle.worker.workflows.workstreams.child_progress import ProgressSender
+    from spindle.worker.workflows.workstreams.child_progress import (
+        ProgressSender,
+        signal_to_its_end,
+    )
     from spindle.worker.workflows.workstreams.child_steering import SteeringBook, SteerOutcome
 
 SUMMARY_CHARS = 1000
@@ -100,6 +103,12 @@ LOCAL_POSTS_PATCH = "workstream-local-posts"
 # reply to end (see child_progress): one progress signal per message, not two.
 PROGRESS_SETTLE_PATCH = "workstream-progress-settle"
 PLANNING_SETTLE = timedelta(seconds=1)
+# A cancel never cancels a signal to the parent in flight. temporalio 1.35 answers
+# the cancel of a task whose signal was resolved in the same activation (the
+# parent gone, the child cancelled: a terminated run) with a cancel command Core
+# rejects as nondeterminism, and the child's workflow task then fails for good
+# (docs/workstreams.md#ends-and-cancels).
+SIGNALS_FINISH_PATCH = "workstream-signals-finish-before-cancel"
 
 
 def _trim(text: str | None, limit: int) -> str | None:
@@ -199,7 +208,10 @@ class Workstream:
             return  # recorded before the signal existed
         parent = workflow.get_external_workflow_handle(self._input.parent_workflow_id)
         try:
-            await parent.signal(WORKSTREAM_ENDED_SIGNAL, outcome)
+            if workflow.patched(SIGNALS_FINISH_PATCH):
+                await signal_to_its_end(parent, WORKSTREAM_ENDED_SIGNAL, outcome)
+            else:
+                await parent.signal(WORKSTREAM_ENDED_SIGNAL, outcome)
         except FailureError as exc:
             workflow.logger.info("workstream %s: parent gone: %s", self._input.launch_id, exc)
 
@@ -211,7 +223,10 @@ class Workstream:
             if not is_cancelled_exception(exc):
                 raise
             # Forced: end now with what exists; the parent posts about it.
-            sender.cancel()
+            if workflow.patched(SIGNALS_FINISH_PATCH):
+                self._progress.stop()  # at its next wait, not inside a signal
+            else:
+                sender.cancel()
             timeout = self._stop is not None and self._stop.reason == "timeout"
             state = WorkstreamState.TIMEOUT if timeout else WorkstreamState.CANCELED
             self._phase, self._tool, self._waiting = WorkstreamPhase.DONE, None, False
