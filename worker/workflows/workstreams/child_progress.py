@@ -49,7 +49,7 @@ class ProgressSender:
             self._queue.append((progress, settle))
 
     async def run(self) -> None:
-        """Send queued progress forever (cancel the task to end it)."""
+        """Send queued progress until ``stop``."""
         parent = workflow.get_external_workflow_handle(self.parent_workflow_id)
         while True:
             await workflow.wait_condition(lambda: bool(self._queue) or self._stopping)
@@ -82,8 +82,11 @@ class ProgressSender:
                 self._sending = False
 
     async def flushed(self) -> None:
-        """Wait until everything queued so far has been sent (or dropped)."""
-        await workflow.wait_condition(lambda: not self._queue and not self._sending)
+        """Wait until everything queued so far has been sent (or dropped, or left
+        behind by ``stop``)."""
+        await workflow.wait_condition(
+            lambda: (not self._queue or self._stopping) and not self._sending
+        )
 
 
 async def signal_to_its_end(
