@@ -38,8 +38,9 @@ GONE = "no-such-parent"
 
 @workflow.defn(name="TestProgressUnderCancel", sandboxed=True)
 class ProgressUnderCancel:
-    """Sends one progress to a gone parent and waits; cancelled, stops its sender the
-    way ``mode`` says (``stop``: as the child does; ``cancel``: the task)."""
+    """Sends one progress to a gone parent and waits; cancelled, stops its sender as
+    the child does (``ProgressSender.stop``). ``mode`` is unused: one signature for
+    both workflows of the gate."""
 
     @workflow.run
     async def run(self, mode: str) -> str:
@@ -49,10 +50,7 @@ class ProgressUnderCancel:
         try:
             await workflow.wait_condition(lambda: False)
         except asyncio.CancelledError:
-            if mode == "stop":
-                sender.stop()
-            else:
-                sending.cancel()
+            sender.stop()
             await workflow.wait_condition(sending.done)
         return f"stopped; parent gone: {sender.parent_gone}"
 
