@@ -15,10 +15,10 @@ the write is recorded as an operation in a Redis list and the run goes on. A
 catch-up loop in every worker process replays the list in order, with backoff,
 until MongoDB answers; a short Redis lock lets only one process drain at a time,
 and an operation leaves the list only after MongoDB took it. Every operation is
-idempotent (message pages are keyed by stream and seq range and read each seq
-once, report pages by run and content and read each node visit once,
-run updates are ``$set``), so replaying one that did reach MongoDB before a
-crash is harmless.
+idempotent (a message page is read each seq once and a report page each node
+visit once, whether the same batch went again onto the same open page or onto
+another drainer's; run updates are ``$set``), so replaying one that did reach
+MongoDB before a crash is harmless.
 
 While the outbox holds anything, new writes queue behind it instead of going to
 MongoDB directly: a run's updates are then applied in the order they were made
@@ -61,6 +61,7 @@ from spindle.shared.store.archive import (
     MESSAGE_PAGES,
     NODE_REPORT_PAGES,
     MessagesToPage,
+    OpenPages,
     message_entries,
     node_report_write,
     run_update,
@@ -78,10 +79,10 @@ BATCH_MAX_OPERATIONS = 200
 FLUSH_POLL_SECONDS = 0.005
 LOCKED_POLL_SECONDS = 0.02
 # How long the archiver lets writes gather after the first one before it writes
-# them as one batch (one bulk per collection, a stream's messages one page): fewer,
-# larger MongoDB commands and documents. 50 ms gathered ~3 nodes of a quick chain
-# (1.37 documents a node), 250 ms ~15 (1.15) (docs/benchmarks.md); a writer that
-# waits for its writes (finish_run) cuts it short.
+# them as one batch (one bulk per collection): fewer, larger MongoDB commands.
+# When each batch made a page, 50 ms gathered ~3 nodes of a quick chain (1.37
+# documents a node) and 250 ms ~15 (1.15); pages now stay open across batches
+# (docs/benchmarks.md). A writer that waits for its writes (finish_run) cuts it short.
 LINGER_SECONDS = 0.25
 LOCK_MILLISECONDS = 15_000
 IDLE_POLL_SECONDS = 1.0
@@ -277,6 +278,9 @@ class ArchiveOutbox:
         # True while an archiver drains this outbox in this process: writers
         # then queue every write (``enqueue``) instead of waiting for MongoDB.
         self.queue_all = False
+        # The pages this process's drains add to: a batch's messages and reports
+        # go on their stream's and run's open page rather than pages of their own.
+        self.open_pages = OpenPages()
         self._redis = redis
         self._push = redis.register_script(_PUSH)
         self._pop_batch = redis.register_script(_POP_BATCH)
@@ -428,7 +432,7 @@ class ArchiveOutbox:
         try:
             writes = [w for raw in raws for w in QueuedOp.model_validate_json(raw).op.writes()]
             async with asyncio.timeout(self.write_timeout):
-                await archive.bulk_apply(writes)
+                await archive.bulk_apply(writes, pages=self.open_pages)
         except Exception as exc:
             if is_transient(exc):
                 raise

@@ -2,8 +2,9 @@
 
 CONTRACT (keep these names and semantics).
 Uses ``pymongo.AsyncMongoClient`` and a conservative subset of operations that
-the nx-27017 wire server supports: one page of messages per stream and one page
-of node reports per run for each archiver batch, no unbounded arrays, inserts
+the nx-27017 wire server supports: pages of messages per stream and of node
+reports per run, which the archiver keeps open across its batches until full
+(``spindle.shared.store.open_pages``), no unbounded arrays or objects, inserts
 and idempotent upserts keyed by ``_id``.
 
 Collections::
@@ -14,12 +15,21 @@ Collections::
                   workflowId, currentNodeId, portData, trace, pendingInput, plus
                   traceId, traceparent (``spindle.shared.store.run_document``)
                   indexes: (tenant_id, created_at), (tenant_id, status), graph_name
-    message_pages _id="<stream_id>:<first seq:012d>-<last seq:012d>"; stream_id,
-                  first_seq, last_seq, messages: [{seq, ts, raw (str, the stored
-                  compact JSON), traceId, spanId (of the posting span; absent when
-                  tracing is off)}], in seq order — one document per stream per
-                  archiver batch (at most PAGE_MAX_MESSAGES messages and about
-                  PAGE_MAX_BYTES), inserted once — index (stream_id, last_seq)
+    message_pages stream_id, first_seq, last_seq, and the entries {seq, ts, raw
+                  (str, the stored compact JSON), traceId, spanId (of the posting
+                  span; absent when tracing is off)} of at most PAGE_MAX_MESSAGES
+                  messages, in one of two forms (``page_messages`` reads both):
+                  - open: _id="<stream_id>:<first seq:012d>:<archiver token>",
+                    by_seq: {"<seq>": entry}; the archiver adds each later
+                    batch's messages of the stream (``$set`` per entry, ``$min``
+                    first_seq, ``$max`` last_seq) until the page holds about
+                    OPEN_PAGE_MAX_BYTES;
+                  - inserted once, about PAGE_MAX_BYTES at most:
+                    _id="<stream_id>:<first seq:012d>-<last seq:012d>",
+                    messages: [entry] in seq order (a batch written without the
+                    archiver, and archives of earlier versions)
+                  a seq may sit in two pages (a batch another drainer wrote
+                  again): read once — index (stream_id, last_seq)
     messages      _id="<stream_id>:<seq:012d>"; stream_id, seq, ts, raw, traceId,
                   spanId: one document per message, as archives before pages
                   kept them; read with the pages, no longer written — index
@@ -29,16 +39,22 @@ Collections::
                   (``spindle.shared.store.run_trace``) — indexes (workflowId, at),
                   streamId
     node_report_pages
-                  _id="<workflow_id>:<digest of its reports>"; workflow_id,
-                  stream_id, recorded_at (date), saved (µs, the fold's order),
-                  reports: [{key
+                  workflow_id, stream_id, and reports {key
                   ("<workflow_id>:<node_id>:<visit>"), report fields, workflow_id,
                   stream_id, input (envelope), output (envelope), trace (the two
-                  envelopes' trace fields: role, at, attempt, traceId, …)}] — one
-                  document per run per archiver batch (about PAGE_MAX_BYTES at
-                  most), inserted once; a key saved again in a later page
-                  replaces the earlier (``node_reports()`` folds them) — indexes
-                  workflow_id, stream_id
+                  envelopes' trace fields: role, at, attempt, traceId, …)}, at
+                  most PAGE_MAX_MESSAGES a page, in one of two forms
+                  (``page_report_saves`` reads both):
+                  - open: _id="<workflow_id>:<µs>:<archiver token>", by_key:
+                    {"<report_field(key)>": report + saved (µs, the fold's
+                    order) + first_saved (µs)}; the archiver adds each later
+                    batch's reports of the run, a key saved again replacing its
+                    entry, until the page holds about OPEN_PAGE_MAX_BYTES;
+                  - inserted once, about PAGE_MAX_BYTES at most:
+                    _id="<workflow_id>:<digest of its reports>", recorded_at
+                    (date), saved (µs), reports: [report]
+                  a key saved again in a later page replaces the earlier
+                  (``node_reports()`` folds them) — indexes workflow_id, stream_id
     node_reports  _id="<workflow_id>:<node_id>:<visit>"; the same fields as a
                   page's report (recorded_at its first save): one document per
                   node execution, as archives before report pages kept them;
@@ -78,6 +94,9 @@ how this module stays inside the common subset:
 - ``$not`` (and other rarer query operators) are not implemented; queries here
   use equality and ``$gt`` only.
 - ``GridFSBucket`` fails (``no such column: id``); nothing here uses GridFS.
+- ``$push`` of subdocuments onto an array of an EXISTING document stores every
+  element of the array as a JSON string (an upsert that creates the array keeps
+  them documents): open pages add entries with ``$set`` of one field each.
 - ``insert_many(ordered=False)`` with duplicate ids behaves like MongoDB
   (inserts the rest, ``BulkWriteError`` code 11000), which makes archiving
   messages idempotent with one round trip.
@@ -87,7 +106,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
@@ -101,6 +119,12 @@ from spindle.shared.contracts.graph_spec import GraphSpec
 from spindle.shared.contracts.runs import NodeReport
 from spindle.shared.graphs.catalog import Catalog
 from spindle.shared.platform.mongo import mongo_client
+from spindle.shared.store.open_pages import (
+    PAGE_MAX_BYTES,
+    PAGE_MAX_MESSAGES,
+    OpenPages,
+    save_stamp,
+)
 from spindle.shared.store.prompts import PromptStore
 from spindle.shared.store.run_document import (
     PROGRESS_KEYS,
@@ -121,14 +145,11 @@ if TYPE_CHECKING:
 
 DUPLICATE_KEY = 11000
 MESSAGE_PAGES = "message_pages"
-PAGE_MAX_MESSAGES = 500
-PAGE_MAX_BYTES = 4 * 1024 * 1024
-"""A page closes at this many bytes of raw messages (a message is never split, and
-one is at most ``Settings.max_message_bytes``), far below MongoDB's 16 MB."""
-# Collections whose documents are inserted once and never changed (a second insert
-# of one is a duplicate-key error, ignored): bulks to them need no order.
 NODE_REPORT_PAGES = "node_report_pages"
-INSERT_ONLY = frozenset({"messages", MESSAGE_PAGES, NODE_REPORT_PAGES})
+# Collections whose writes in one bulk touch distinct documents and are inserted
+# once (a second insert is a duplicate-key error, ignored) or set fields that
+# mean the same each time (open pages): bulks to them need no order.
+UNORDERED = frozenset({"messages", MESSAGE_PAGES, NODE_REPORT_PAGES})
 
 # Strings: subscripting pymongo's generic requests at import time touches a lock
 # the workflow sandbox restricts (this module is imported there too).
@@ -235,12 +256,20 @@ class RunArchive:
             return False
         return True
 
-    async def bulk_apply(self, writes: Sequence[ArchiveWrite]) -> None:
+    async def bulk_apply(
+        self, writes: Sequence[ArchiveWrite], *, pages: OpenPages | None = None
+    ) -> None:
         """Apply write requests: one bulk command per collection, in their order.
 
         Inserts of documents that exist already are skipped (idempotent replays).
         The run documents are written last: a run the archive shows as finished
         has its messages, node reports and trace archived already.
+
+        Args:
+            writes: the requests, each with its collection.
+            pages: the archiver's open pages: the batch's messages and node
+                reports are added to them (``spindle.shared.store.open_pages``);
+                without, they are inserted as pages of this batch alone.
 
         Raises:
             PyMongoError: a write MongoDB did not take (the others may have been).
@@ -256,31 +285,30 @@ class RunArchive:
                 to_report_page.setdefault(run, []).append(request.report)
             else:
                 by_collection.setdefault(collection, []).append(request)
-        # A batch's messages of a stream, and its node reports of a run, become one
-        # page each: documents per node stay below one
-        # (docs/operations/observability.md#run-archive).
+        # A batch's messages of a stream, and its node reports of a run, go on one
+        # page each, the archiver's open one while it has room: documents per
+        # node stay below one (docs/operations/observability.md#run-archive).
         if to_page:
-            by_collection[MESSAGE_PAGES] = [
-                InsertOne(page)
-                for stream_id, entries in to_page.items()
-                for page in message_pages(stream_id, entries)
-            ]
+            by_collection[MESSAGE_PAGES] = _message_page_writes(to_page, pages)
         if to_report_page:
-            by_collection[NODE_REPORT_PAGES] = [
-                InsertOne(page)
-                for (workflow_id, stream_id), reports in to_report_page.items()
-                for page in node_report_pages(workflow_id, stream_id, reports)
-            ]
+            by_collection[NODE_REPORT_PAGES] = _report_page_writes(to_report_page, pages)
         runs = by_collection.pop("runs", None)
-        await asyncio.gather(
-            *(self._bulk(name, requests) for name, requests in by_collection.items())
-        )
-        if runs:
-            await self._bulk("runs", runs)
+        try:
+            await asyncio.gather(
+                *(self._bulk(name, requests) for name, requests in by_collection.items())
+            )
+            if runs:
+                await self._bulk("runs", runs)
+        except BaseException:
+            if pages is not None:
+                pages.discard()
+            raise
+        if pages is not None:
+            pages.commit()
 
     async def _bulk(self, name: str, requests: list[MongoRequest]) -> None:
         try:
-            await self._db[name].bulk_write(requests, ordered=name not in INSERT_ONLY)
+            await self._db[name].bulk_write(requests, ordered=name not in UNORDERED)
         except BulkWriteError as exc:
             errors = exc.details.get("writeErrors", [])
             if any(error.get("code") != DUPLICATE_KEY for error in errors):
@@ -417,7 +445,7 @@ class RunArchive:
             full = limit is not None and len(found) >= limit
             if full and int(page["first_seq"]) > sorted(found)[(limit or 0) - 1]:
                 break
-            for entry in page["messages"]:
+            for entry in page_messages(page):
                 seq = int(entry["seq"])
                 if seq > after_seq:
                     found.setdefault(seq, entry)
@@ -458,10 +486,8 @@ class RunArchive:
             found[str(doc.pop("_id"))] = normalise(doc)
         saves: list[tuple[int, int, datetime, dict[str, Any]]] = []
         async for page in self.node_report_pages.find({"workflow_id": workflow_id}):
-            recorded_at = as_utc(page["recorded_at"])
-            for report in page.get("reports") or ():
-                attempt = int(report.get("attempt") or 1)
-                saves.append((int(page.get("saved") or 0), attempt, recorded_at, report))
+            for saved, recorded_at, report in page_report_saves(page):
+                saves.append((saved, int(report.get("attempt") or 1), recorded_at, report))
         for _, _, recorded_at, report in sorted(saves, key=lambda save: save[:2]):
             key = str(report.pop("key"))
             first = found.get(key, {}).get("recorded_at", recorded_at)
@@ -578,6 +604,58 @@ def run_update_document(
     return update
 
 
+def _message_page_writes(
+    to_page: dict[str, list[dict[str, Any]]], pages: OpenPages | None
+) -> list[MongoRequest]:
+    if pages is not None:
+        return [
+            write
+            for stream_id, entries in to_page.items()
+            for write in pages.message_writes(stream_id, entries)
+        ]
+    return [
+        InsertOne(page)
+        for stream_id, entries in to_page.items()
+        for page in message_pages(stream_id, entries)
+    ]
+
+
+def _report_page_writes(
+    to_report_page: dict[tuple[str, str], list[dict[str, Any]]], pages: OpenPages | None
+) -> list[MongoRequest]:
+    if pages is not None:
+        return [
+            write
+            for (workflow_id, stream_id), reports in to_report_page.items()
+            for write in pages.report_writes(workflow_id, stream_id, reports)
+        ]
+    return [
+        InsertOne(page)
+        for (workflow_id, stream_id), reports in to_report_page.items()
+        for page in node_report_pages(workflow_id, stream_id, reports)
+    ]
+
+
+def page_messages(page: dict[str, Any]) -> list[dict[str, Any]]:
+    """A ``message_pages`` document's entries, inserted (``messages``) or open
+    (``by_seq``), in no particular order."""
+    return list(page.get("messages") or ()) or list((page.get("by_seq") or {}).values())
+
+
+def page_report_saves(page: dict[str, Any]) -> list[tuple[int, datetime, dict[str, Any]]]:
+    """A ``node_report_pages`` document's reports as ``(saved µs, first save,
+    report with its key)``, inserted (``reports``) or open (``by_key``)."""
+    if "by_key" not in page:
+        recorded_at = as_utc(page["recorded_at"])
+        saved = int(page.get("saved") or 0)
+        return [(saved, recorded_at, report) for report in page.get("reports") or ()]
+    saves = []
+    for report in (page.get("by_key") or {}).values():
+        saved, first = int(report.pop("saved")), int(report.pop("first_saved"))
+        saves.append((saved, datetime.fromtimestamp(first / 1e6, UTC), report))
+    return saves
+
+
 def message_entries(
     messages: Sequence[StoredMessage], *, trace_ids: dict[str, str] | None = None
 ) -> list[dict[str, Any]]:
@@ -637,7 +715,7 @@ def node_report_pages(
         pages[-1][0].append(report)
         pages[-1][1].update(body)
         size += len(body)
-    recorded_at, saved = utcnow(), _save_stamp()
+    recorded_at, saved = utcnow(), save_stamp()
     return [
         {
             "_id": f"{workflow_id}:{digest.hexdigest()}",
@@ -649,17 +727,6 @@ def node_report_pages(
         }
         for page, digest in pages
     ]
-
-
-_last_stamp = 0
-
-
-def _save_stamp() -> int:
-    """Microseconds since the epoch, rising within a process: two saves of one
-    report in a millisecond (MongoDB's date precision) still fold in order."""
-    global _last_stamp
-    _last_stamp = max(time.time_ns() // 1000, _last_stamp + 1)
-    return _last_stamp
 
 
 def _execution_order(report: dict[str, Any]) -> tuple[bool, str, datetime, str]:
@@ -705,9 +772,12 @@ def node_report_fields(
 
 
 __all__ = [
+    "PAGE_MAX_BYTES",
+    "PAGE_MAX_MESSAGES",
     "ArchiveRequest",
     "ArchiveWrite",
     "MessagesToPage",
+    "OpenPages",
     "ReportToPage",
     "RunArchive",
     "RunRecord",
@@ -719,6 +789,8 @@ __all__ = [
     "node_report_id",
     "node_report_pages",
     "node_report_write",
+    "page_messages",
+    "page_report_saves",
     "run_update",
     "utcnow",
 ]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from spindle.shared.store.archive import utcnow
+from spindle.shared.store.archive import page_messages, utcnow
 from spindle.shared.store.item_pages import ItemStore
 
 if TYPE_CHECKING:
@@ -102,8 +102,8 @@ async def prune_runs(
 async def _paged_messages(archive: RunArchive, query: dict[str, Any]) -> int:
     """How many messages the ``message_pages`` matching ``query`` hold."""
     held = 0
-    async for page in archive.message_pages.find(query, {"messages": 1}):
-        held += len(page.get("messages") or ())
+    async for page in archive.message_pages.find(query, {"messages": 1, "by_seq": 1}):
+        held += len(page_messages(page))
     return held
 
 
@@ -111,6 +111,6 @@ async def _paged_reports(archive: RunArchive, query: dict[str, Any]) -> int:
     """How many node reports the ``node_report_pages`` matching ``query`` hold
     (a node execution saved in two batches counts twice)."""
     held = 0
-    async for page in archive.node_report_pages.find(query, {"reports": 1}):
-        held += len(page.get("reports") or ())
+    async for page in archive.node_report_pages.find(query, {"reports": 1, "by_key": 1}):
+        held += len(page.get("reports") or page.get("by_key") or ())
     return held

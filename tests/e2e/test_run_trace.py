@@ -20,6 +20,7 @@ from temporalio.client import Client
 
 from spindle.dev.processes import free_port
 from spindle.shared.platform.settings import Settings
+from spindle.shared.store.archive import page_messages
 from tests.e2e.conftest import example_graph, running_stack
 from tests.e2e.otlp_receiver import Received, ReceivedSpan, otlp_trace_receiver
 from tests.polling import eventually
@@ -179,7 +180,7 @@ async def test_the_start_request_the_workflow_and_the_answer_share_the_runs_trac
     assert doc["traceId"] == trace_id
     assert doc["traceparent"].startswith(f"00-{trace_id}-{request.span_id}-")
     pages = await mongo["message_pages"].find({"stream_id": workflow_id}).to_list()
-    messages = [m for page in pages for m in page["messages"]]
+    messages = [m for page in pages for m in page_messages(page)]
     assert messages and {m["traceId"] for m in messages} == {trace_id}
 
     def posting_spans() -> set[str]:

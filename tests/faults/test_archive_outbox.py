@@ -216,6 +216,35 @@ async def test_while_the_archiver_runs_writes_are_queued_and_written_once_in_bat
     assert run is not None and run.status == "completed"
 
 
+async def test_runs_whose_batches_are_cut_short_keep_one_page_of_each_kind(
+    outbox: ArchiveOutbox, archive: RunArchive
+) -> None:
+    """Under load every ``finish_run`` cuts the archiver's batch short, so a run's
+    nodes land in different batches: they go on the run's open pages."""
+    archiver = ArchiveCatchUp(outbox, archive, idle_seconds=0.05)
+    archiver.start()
+    runs = [f"w10-{n}-{uuid.uuid4().hex[:6]}" for n in range(3)]
+    try:
+        for node in range(1, 5):
+            for run in runs:
+                report = NodeReport(node_id=f"n{node}", node_type="tool", status=NodeStatus.SUCCESS)
+                ticket = await archive_later(
+                    archive,
+                    messages(run, 2 * node - 1, 2 * node),
+                    SaveNodeReport(workflow_id=run, report=report, output={"v": node}),
+                    outbox=outbox,
+                )
+                assert ticket is not None
+                assert await outbox.applied_through(ticket, within=10), "a batch of its own"
+    finally:
+        await archiver.stop()
+    for run in runs:
+        assert await archive.message_pages.count_documents({"stream_id": run}) == 1
+        assert await archive.node_report_pages.count_documents({"workflow_id": run}) == 1
+        assert [m.seq for m in await archive.messages(run)] == list(range(1, 9))
+        assert [r["node_id"] for r in await archive.node_reports(run)] == ["n1", "n2", "n3", "n4"]
+
+
 async def test_a_batch_written_twice_changes_nothing(
     outbox: ArchiveOutbox, archive: RunArchive, redis: aioredis.Redis
 ) -> None:

@@ -7,22 +7,31 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from pymongo import AsyncMongoClient
+from pymongo.errors import PyMongoError
 
+from spindle.dev.processes import free_port
 from spindle.shared.bus.message_bus import StoredMessage
 from spindle.shared.contracts.graph_spec import EdgeSpec, GraphSpec, NodeSpec
 from spindle.shared.contracts.runs import NodeReport, NodeStatus, RunStatus
 from spindle.shared.graphs.catalog import Catalog, NodeTypeInfo, ToolInfo
 from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import (
+    MESSAGE_PAGES,
+    NODE_REPORT_PAGES,
     PAGE_MAX_BYTES,
     PAGE_MAX_MESSAGES,
     ArchiveWrite,
+    MessagesToPage,
+    OpenPages,
     RunArchive,
     RunRecord,
+    message_entries,
     message_id,
     message_pages,
     node_report_pages,
     node_report_write,
+    page_messages,
 )
 
 pytestmark = pytest.mark.integration
@@ -289,6 +298,115 @@ async def test_a_batch_of_a_run_s_node_reports_is_one_page_and_later_saves_repla
     assert reports[1]["recorded_at"] == first_saved
     assert len(reports) == 301
     assert [r["node_id"] for r in await archive.node_reports(other)] == ["x"]
+
+
+def step_report(wf: str, visit: int, attempt: int = 1, status: str = "SUCCESS") -> ArchiveWrite:
+    report = NodeReport(
+        node_id="step",
+        node_type="tool",
+        status=NodeStatus(status),
+        attempt=attempt,
+        visit=visit,
+        started_at=(T0 + timedelta(seconds=visit)).isoformat(),
+    )
+    return (NODE_REPORT_PAGES, node_report_write(wf, report, output={"v": visit}))
+
+
+def posted(stream: str, *seqs: int) -> ArchiveWrite:
+    return (MESSAGE_PAGES, MessagesToPage(stream, message_entries([stored(s) for s in seqs])))
+
+
+async def test_the_archiver_s_batches_of_a_run_go_on_one_open_page_each(
+    archive: RunArchive,
+) -> None:
+    """Batches cut short (one per node, as ``finish_run``s cut them under load)
+    add to the run's open pages: one message page and one report page a run."""
+    wf = unique("wf")
+    pages = OpenPages()
+    for visit in range(1, 6):
+        batch = [posted(wf, 2 * visit - 1, 2 * visit), step_report(wf, visit)]
+        await archive.bulk_apply(batch, pages=pages)
+    # The last batch written again (the drainer failed before popping it): the
+    # same fields are set again, nothing doubles.
+    await archive.bulk_apply(batch, pages=pages)
+    # A later batch retries visit 2 (attempt 2, failed this time): its entry on
+    # the page is replaced, and keeps its first save time.
+    first_saved = (await archive.node_reports(wf))[1]["recorded_at"]
+    await archive.bulk_apply([step_report(wf, 2, attempt=2, status="FAILED")], pages=pages)
+
+    assert await archive.message_pages.count_documents({"stream_id": wf}) == 1
+    assert await archive.node_report_pages.count_documents({"workflow_id": wf}) == 1
+    assert await archive.messages(wf) == [stored(s) for s in range(1, 11)]
+    assert [m.seq for m in await archive.messages(wf, after_seq=3, limit=2)] == [4, 5]
+    reports = await archive.node_reports(wf)
+    assert [(r["visit"], r["status"]) for r in reports] == [
+        (1, "SUCCESS"),
+        (2, "FAILED"),
+        (3, "SUCCESS"),
+        (4, "SUCCESS"),
+        (5, "SUCCESS"),
+    ]
+    assert reports[1]["recorded_at"] == first_saved and reports[4]["output"] == {"v": 5}
+    assert "key" not in reports[0] and "saved" not in reports[0]
+
+    # Another drainer (it took the lock over) writes the same batch again onto
+    # pages of its own: read back once all the same.
+    await archive.bulk_apply(batch, pages=OpenPages())
+    assert await archive.message_pages.count_documents({"stream_id": wf}) == 2
+    assert [m.seq for m in await archive.messages(wf)] == list(range(1, 11))
+    assert [r["visit"] for r in await archive.node_reports(wf)] == [1, 2, 3, 4, 5]
+    assert (await archive.node_reports(wf))[1]["status"] == "FAILED"
+
+
+async def test_an_open_page_closes_when_full_and_a_report_saved_again_goes_on_the_next(
+    archive: RunArchive,
+) -> None:
+    wf = unique("wf")
+    pages = OpenPages(max_entries=3)
+    await archive.bulk_apply(
+        [posted(wf, 1, 2), step_report(wf, 1), step_report(wf, 2)], pages=pages
+    )
+    await archive.bulk_apply([posted(wf, 3, 4, 5, 6, 7), step_report(wf, 3)], pages=pages)
+    await archive.bulk_apply([step_report(wf, 1, attempt=2, status="FAILED")], pages=pages)
+
+    found = await archive.message_pages.find({"stream_id": wf}).sort("first_seq").to_list()
+    assert [(p["first_seq"], p["last_seq"]) for p in found] == [(1, 3), (4, 6), (7, 7)]
+    assert [sorted(int(m["seq"]) for m in page_messages(p)) for p in found] == [
+        [1, 2, 3],
+        [4, 5, 6],
+        [7],
+    ]
+    assert await archive.node_report_pages.count_documents({"workflow_id": wf}) == 2
+    reports = await archive.node_reports(wf)
+    assert [(r["visit"], r["status"]) for r in reports] == [
+        (1, "FAILED"),
+        (2, "SUCCESS"),
+        (3, "SUCCESS"),
+    ]
+
+
+async def test_a_batch_mongo_did_not_take_is_planned_again_onto_the_same_pages(
+    archive: RunArchive, mongo_url: str
+) -> None:
+    wf = unique("wf")
+    # Room for two entries: a retry planned on top of the failed batch would
+    # find the pages full and open new ones.
+    pages = OpenPages(max_entries=2)
+    await archive.bulk_apply([posted(wf, 1), step_report(wf, 1)], pages=pages)
+    down = RunArchive(
+        AsyncMongoClient(f"mongodb://127.0.0.1:{free_port()}", serverSelectionTimeoutMS=300),
+        archive.database.name,
+    )
+    try:
+        with pytest.raises(PyMongoError):
+            await down.bulk_apply([posted(wf, 2), step_report(wf, 2)], pages=pages)
+    finally:
+        await down.close()
+    await archive.bulk_apply([posted(wf, 2), step_report(wf, 2)], pages=pages)
+    assert await archive.message_pages.count_documents({"stream_id": wf}) == 1
+    assert await archive.node_report_pages.count_documents({"workflow_id": wf}) == 1
+    assert [m.seq for m in await archive.messages(wf)] == [1, 2]
+    assert [r["visit"] for r in await archive.node_reports(wf)] == [1, 2]
 
 
 def test_report_pages_are_cut_by_bytes() -> None:

@@ -12,7 +12,17 @@ import pytest
 from spindle.shared.bus.message_bus import StoredMessage
 from spindle.shared.contracts.runs import NodeReport, NodeStatus
 from spindle.shared.platform.settings import Settings
-from spindle.shared.store.archive import RunArchive, RunRecord, utcnow
+from spindle.shared.store.archive import (
+    MESSAGE_PAGES,
+    NODE_REPORT_PAGES,
+    MessagesToPage,
+    OpenPages,
+    RunArchive,
+    RunRecord,
+    message_entries,
+    node_report_write,
+    utcnow,
+)
 from spindle.shared.store.item_pages import (
     CHUNKS_COLLECTION,
     HEADERS_COLLECTION,
@@ -68,15 +78,20 @@ async def seed_run(archive: RunArchive, *, age_days: float, messages: int) -> st
             updated_at=created,
         )
     )
-    await archive.save_messages(
-        workflow_id,
+    stored = [
+        StoredMessage(seq, 1_700_000_000_000 + seq, b'{"m":"hi"}') for seq in range(1, messages + 1)
+    ]
+    # The first message as a direct write leaves it (a page of its own), the rest
+    # and the node report as the archiver leaves them: on its open pages.
+    await archive.save_messages(workflow_id, stored[:1])
+    open_pages = OpenPages()
+    report = NodeReport(node_id="a", node_type="tool", status=NodeStatus.SUCCESS)
+    await archive.bulk_apply(
         [
-            StoredMessage(seq, 1_700_000_000_000 + seq, b'{"m":"hi"}')
-            for seq in range(1, messages + 1)
+            (MESSAGE_PAGES, MessagesToPage(workflow_id, message_entries(stored[1:]))),
+            (NODE_REPORT_PAGES, node_report_write(workflow_id, report)),
         ],
-    )
-    await archive.save_node_report(
-        workflow_id, NodeReport(node_id="a", node_type="tool", status=NodeStatus.SUCCESS)
+        pages=open_pages,
     )
     await save_trace(archive, workflow_id, "r1", node_envelopes(workflow_id, "a"))
     # A workstream child's node, archived as a node's end is now: its report keeps its
