@@ -17,8 +17,10 @@ until MongoDB answers; a short Redis lock lets only one process drain at a time,
 and an operation leaves the list only after MongoDB took it. Every operation is
 idempotent (a message page is read each seq once and a report page each node
 visit once, whether the same batch went again onto the same open page or onto
-another drainer's; run updates are ``$set``), so replaying one that did reach
-MongoDB before a crash is harmless.
+a new one; run updates are ``$set``), so replaying one that did reach MongoDB
+before a crash is harmless. A batch's messages and node reports go on their
+stream's and run's open page (``spindle.shared.store.open_pages``), whichever
+process drains: the pages' states are in Redis beside the queue.
 
 While the outbox holds anything, new writes queue behind it instead of going to
 MongoDB directly: a run's updates are then applied in the order they were made
@@ -33,6 +35,11 @@ database, since workers of different databases may share a Redis::
     spindle:{archive-outbox:<db>}:dead    LIST of operations MongoDB refused for good
     spindle:{archive-outbox:<db>}:queued  INT operations ever queued (a push's ticket)
     spindle:{archive-outbox:<db>}:done    INT operations ever popped (written or set aside)
+    spindle:{archive-outbox:<db>}:page:m:<stream_id>, …:page:r:<workflow_id>
+                                          STRING the open message page of a stream, report
+                                          page of a run (``open_pages.PageState``), saved
+                                          with the pop of the batch that wrote it; expires
+                                          after PAGE_STATE_TTL_MILLISECONDS
 
 Messages are queued with their stored bytes rather than as a seq range to read
 back from Redis later: a run's Redis list is capped, and a chatty run would
@@ -62,8 +69,10 @@ from spindle.shared.store.archive import (
     NODE_REPORT_PAGES,
     MessagesToPage,
     OpenPages,
+    PageState,
     message_entries,
     node_report_write,
+    page_slots,
     run_update,
 )
 from spindle.shared.store.run_trace import NodeFinished, NodeStarted
@@ -85,6 +94,9 @@ LOCKED_POLL_SECONDS = 0.02
 # (docs/benchmarks.md). A writer that waits for its writes (finish_run) cuts it short.
 LINGER_SECONDS = 0.25
 LOCK_MILLISECONDS = 15_000
+# A stream or run that archives nothing for this long starts a new page next time
+# (its open page's state expires): one small key per active stream and run.
+PAGE_STATE_TTL_MILLISECONDS = 3_600_000
 IDLE_POLL_SECONDS = 1.0
 BACKOFF_FIRST_SECONDS = 0.25
 BACKOFF_MAX_SECONDS = 5.0
@@ -100,13 +112,18 @@ end
 return 0
 """
 # Pop the ARGV[3] oldest operations if they are still the ones read (first and
-# last compared; entries are unique, and only the lock holder pops from the head).
+# last compared; entries are unique, and only the lock holder pops from the head),
+# and save the states of the open pages they went on (KEYS[3..], ARGV[5..], for
+# ARGV[4] ms).
 _POP_BATCH = """
 local n = tonumber(ARGV[3])
 local first = redis.call('LINDEX', KEYS[1], 0)
 if first == ARGV[1] and redis.call('LINDEX', KEYS[1], n - 1) == ARGV[2] then
   redis.call('LTRIM', KEYS[1], n, -1)
   redis.call('INCRBY', KEYS[2], n)
+  for i = 3, #KEYS do
+    redis.call('SET', KEYS[i], ARGV[i + 2], 'PX', ARGV[4])
+  end
   return 1
 end
 return 0
@@ -274,13 +291,11 @@ class ArchiveOutbox:
         self.dead_key = f"{tag}:dead"
         self.queued_key = f"{tag}:queued"
         self.done_key = f"{tag}:done"
+        self._page_key_prefix = f"{tag}:page:"
         self.write_timeout = write_timeout
         # True while an archiver drains this outbox in this process: writers
         # then queue every write (``enqueue``) instead of waiting for MongoDB.
         self.queue_all = False
-        # The pages this process's drains add to: a batch's messages and reports
-        # go on their stream's and run's open page rather than pages of their own.
-        self.open_pages = OpenPages()
         self._redis = redis
         self._push = redis.register_script(_PUSH)
         self._pop_batch = redis.register_script(_POP_BATCH)
@@ -431,18 +446,42 @@ class ArchiveOutbox:
         """
         try:
             writes = [w for raw in raws for w in QueuedOp.model_validate_json(raw).op.writes()]
+            pages = await self._open_pages(writes)
             async with asyncio.timeout(self.write_timeout):
-                await archive.bulk_apply(writes, pages=self.open_pages)
+                await archive.bulk_apply(writes, pages=pages)
         except Exception as exc:
             if is_transient(exc):
                 raise
             for raw in raws:
                 await self._replay(archive, raw)
             return len(raws)
+        # The pages' new states are saved with the pop, in one script: a batch
+        # that stays queued is planned again from the states before it.
+        staged = list(pages.staged.items())
         popped = await self._pop_batch(
-            keys=[self.queue_key, self.done_key], args=[raws[0], raws[-1], len(raws)]
+            keys=[self.queue_key, self.done_key, *(self.page_key(slot) for slot, _ in staged)],
+            args=[
+                raws[0],
+                raws[-1],
+                len(raws),
+                PAGE_STATE_TTL_MILLISECONDS,
+                *(state.dumps() for _, state in staged),
+            ],
         )
         return len(raws) if popped else -1
+
+    def page_key(self, slot: str) -> str:
+        """The Redis key of an open page's state (``open_pages.PageState``)."""
+        return self._page_key_prefix + slot
+
+    async def _open_pages(self, writes: list[ArchiveWrite]) -> OpenPages:
+        """The batch's plan onto the open pages, from their states in Redis."""
+        slots = page_slots(writes)
+        if not slots:
+            return OpenPages()
+        raws = await self._redis.mget([self.page_key(slot) for slot in slots])
+        states = {slot: PageState.loads(raw) for slot, raw in zip(slots, raws, strict=True)}
+        return OpenPages({slot: state for slot, state in states.items() if state is not None})
 
     async def _replay(self, archive: RunArchive, raw: bytes | str) -> None:
         try:

@@ -19,7 +19,7 @@ Collections::
                   (str, the stored compact JSON), traceId, spanId (of the posting
                   span; absent when tracing is off)} of at most PAGE_MAX_MESSAGES
                   messages, in one of two forms (``page_messages`` reads both):
-                  - open: _id="<stream_id>:<first seq:012d>:<archiver token>",
+                  - open: _id="<stream_id>:<first seq:012d>:<µs>",
                     by_seq: {"<seq>": entry}; the archiver adds each later
                     batch's messages of the stream (``$set`` per entry, ``$min``
                     first_seq, ``$max`` last_seq) until the page holds about
@@ -45,11 +45,11 @@ Collections::
                   envelopes' trace fields: role, at, attempt, traceId, …)}, at
                   most PAGE_MAX_MESSAGES a page, in one of two forms
                   (``page_report_saves`` reads both):
-                  - open: _id="<workflow_id>:<µs>:<archiver token>", by_key:
-                    {"<report_field(key)>": report + saved (µs, the fold's
-                    order) + first_saved (µs)}; the archiver adds each later
-                    batch's reports of the run, a key saved again replacing its
-                    entry, until the page holds about OPEN_PAGE_MAX_BYTES;
+                  - open: _id="<workflow_id>:<µs>:<n>", by_key:
+                    {"<report_field(key, attempt)>": report + saved (µs, the
+                    fold's order)}; the archiver adds each later batch's reports
+                    of the run (an attempt saved again replacing its entry)
+                    until the page holds about OPEN_PAGE_MAX_BYTES;
                   - inserted once, about PAGE_MAX_BYTES at most:
                     _id="<workflow_id>:<digest of its reports>", recorded_at
                     (date), saved (µs), reports: [report]
@@ -123,6 +123,9 @@ from spindle.shared.store.open_pages import (
     PAGE_MAX_BYTES,
     PAGE_MAX_MESSAGES,
     OpenPages,
+    PageState,
+    message_slot,
+    report_slot,
     save_stamp,
 )
 from spindle.shared.store.prompts import PromptStore
@@ -267,7 +270,7 @@ class RunArchive:
 
         Args:
             writes: the requests, each with its collection.
-            pages: the archiver's open pages: the batch's messages and node
+            pages: the batch's plan onto the open pages: its messages and node
                 reports are added to them (``spindle.shared.store.open_pages``);
                 without, they are inserted as pages of this batch alone.
 
@@ -293,18 +296,11 @@ class RunArchive:
         if to_report_page:
             by_collection[NODE_REPORT_PAGES] = _report_page_writes(to_report_page, pages)
         runs = by_collection.pop("runs", None)
-        try:
-            await asyncio.gather(
-                *(self._bulk(name, requests) for name, requests in by_collection.items())
-            )
-            if runs:
-                await self._bulk("runs", runs)
-        except BaseException:
-            if pages is not None:
-                pages.discard()
-            raise
-        if pages is not None:
-            pages.commit()
+        await asyncio.gather(
+            *(self._bulk(name, requests) for name, requests in by_collection.items())
+        )
+        if runs:
+            await self._bulk("runs", runs)
 
     async def _bulk(self, name: str, requests: list[MongoRequest]) -> None:
         try:
@@ -636,6 +632,18 @@ def _report_page_writes(
     ]
 
 
+def page_slots(writes: Sequence[ArchiveWrite]) -> list[str]:
+    """The open pages (``message_slot``, ``report_slot``) a batch of writes goes
+    on, each once: the states the archiver reads before planning it."""
+    slots: dict[str, None] = {}
+    for _, request in writes:
+        if isinstance(request, MessagesToPage):
+            slots[message_slot(request.stream_id)] = None
+        elif isinstance(request, ReportToPage):
+            slots[report_slot(request.workflow_id)] = None
+    return list(slots)
+
+
 def page_messages(page: dict[str, Any]) -> list[dict[str, Any]]:
     """A ``message_pages`` document's entries, inserted (``messages``) or open
     (``by_seq``), in no particular order."""
@@ -651,8 +659,8 @@ def page_report_saves(page: dict[str, Any]) -> list[tuple[int, datetime, dict[st
         return [(saved, recorded_at, report) for report in page.get("reports") or ()]
     saves = []
     for report in (page.get("by_key") or {}).values():
-        saved, first = int(report.pop("saved")), int(report.pop("first_saved"))
-        saves.append((saved, datetime.fromtimestamp(first / 1e6, UTC), report))
+        saved = int(report.pop("saved"))
+        saves.append((saved, datetime.fromtimestamp(saved / 1e6, UTC), report))
     return saves
 
 
@@ -778,6 +786,7 @@ __all__ = [
     "ArchiveWrite",
     "MessagesToPage",
     "OpenPages",
+    "PageState",
     "ReportToPage",
     "RunArchive",
     "RunRecord",
@@ -791,6 +800,7 @@ __all__ = [
     "node_report_write",
     "page_messages",
     "page_report_saves",
+    "page_slots",
     "run_update",
     "utcnow",
 ]

@@ -21,6 +21,7 @@ from spindle.shared.bus.message_bus import StoredMessage
 from spindle.shared.contracts.runs import NodeReport, NodeStatus
 from spindle.shared.store.archive import RunArchive
 from spindle.worker.archive_outbox import (
+    PAGE_STATE_TTL_MILLISECONDS,
     ArchiveCatchUp,
     ArchiveOperation,
     ArchiveOutbox,
@@ -216,33 +217,45 @@ async def test_while_the_archiver_runs_writes_are_queued_and_written_once_in_bat
     assert run is not None and run.status == "completed"
 
 
-async def test_runs_whose_batches_are_cut_short_keep_one_page_of_each_kind(
-    outbox: ArchiveOutbox, archive: RunArchive
+async def test_runs_whose_batches_two_workers_write_keep_one_page_of_each_kind(
+    outbox: ArchiveOutbox, archive: RunArchive, redis: aioredis.Redis, database: str
 ) -> None:
     """Under load every ``finish_run`` cuts the archiver's batch short, so a run's
-    nodes land in different batches: they go on the run's open pages."""
-    archiver = ArchiveCatchUp(outbox, archive, idle_seconds=0.05)
-    archiver.start()
+    nodes land in different batches, which two workers' archivers take turns to
+    write: each goes on the run's open pages all the same."""
+    other_worker = ArchiveOutbox(redis, database, write_timeout=0.5)
     runs = [f"w10-{n}-{uuid.uuid4().hex[:6]}" for n in range(3)]
-    try:
-        for node in range(1, 5):
-            for run in runs:
-                report = NodeReport(node_id=f"n{node}", node_type="tool", status=NodeStatus.SUCCESS)
-                ticket = await archive_later(
-                    archive,
-                    messages(run, 2 * node - 1, 2 * node),
-                    SaveNodeReport(workflow_id=run, report=report, output={"v": node}),
-                    outbox=outbox,
-                )
-                assert ticket is not None
-                assert await outbox.applied_through(ticket, within=10), "a batch of its own"
-    finally:
-        await archiver.stop()
+    for node in range(1, 5):
+        drainer = (outbox, other_worker)[node % 2]
+        for run in runs:
+            report = NodeReport(node_id=f"n{node}", node_type="tool", status=NodeStatus.SUCCESS)
+            await outbox.push(
+                messages(run, 2 * node - 1, 2 * node),
+                SaveNodeReport(workflow_id=run, report=report, output={"v": node}),
+            )
+            assert await drainer.drain(archive) == 2, "a batch of its own"
     for run in runs:
         assert await archive.message_pages.count_documents({"stream_id": run}) == 1
         assert await archive.node_report_pages.count_documents({"workflow_id": run}) == 1
         assert [m.seq for m in await archive.messages(run)] == list(range(1, 9))
         assert [r["node_id"] for r in await archive.node_reports(run)] == ["n1", "n2", "n3", "n4"]
+        # The pages' states wait in Redis for the run's next batch, and expire.
+        assert 0 < await redis.pttl(outbox.page_key(f"m:{run}")) <= PAGE_STATE_TTL_MILLISECONDS
+
+
+async def test_a_batch_that_stays_queued_leaves_the_pages_states_as_they_were(
+    outbox: ArchiveOutbox, archive: RunArchive, down: RunArchive, redis: aioredis.Redis
+) -> None:
+    await outbox.push(messages("s11", 1))
+    assert await outbox.drain(archive) == 1
+    state = await redis.get(outbox.page_key("m:s11"))
+    await outbox.push(messages("s11", 2))
+    with pytest.raises(TimeoutError):  # MongoDB did not answer within the write timeout
+        await outbox.drain(down)
+    assert await redis.get(outbox.page_key("m:s11")) == state
+    assert await outbox.drain(archive) == 1
+    assert await archive.message_pages.count_documents({"stream_id": "s11"}) == 1
+    assert [m.seq for m in await archive.messages("s11")] == [1, 2]
 
 
 async def test_a_batch_written_twice_changes_nothing(

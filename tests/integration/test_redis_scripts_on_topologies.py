@@ -81,3 +81,5 @@ async def test_archive_outbox_queues_and_replays_under_its_lock(
     assert await outbox.pending() == 0
     assert [m.seq for m in await archive.messages(stream)] == [1, 2]
     assert await redis_client.exists(outbox.lock_key) == 0  # released
+    # The stream's open page, saved with the pop (the same hash slot as the queue).
+    assert await redis_client.exists(outbox.page_key(f"m:{stream}")) == 1

@@ -1,5 +1,6 @@
 """The archiver's open pages: which page a batch's entries go on (the MongoDB
-side is ``tests/integration/test_archive.py``)."""
+side is ``tests/integration/test_archive.py``, the states in Redis
+``tests/faults/test_archive_outbox.py``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 import pytest
 from pymongo import UpdateOne
 
-from spindle.shared.store.open_pages import OpenPages
+from spindle.shared.store.open_pages import OpenPages, PageState, message_slot
 
 pytestmark = pytest.mark.unit
 
@@ -21,22 +22,21 @@ def page_ids(writes: list[UpdateOne]) -> list[str]:
     return [write._filter["_id"] for write in writes]
 
 
-def test_a_stream_written_least_recently_loses_its_open_page_first() -> None:
-    pages = OpenPages(max_open=2)
-    first = {s: page_ids(pages.message_writes(s, entries(1))) for s in ("a", "b")}
-    pages.commit()
-    assert page_ids(pages.message_writes("a", entries(2))) == first["a"]
-    pages.commit()
-    pages.message_writes("c", entries(1))
-    pages.commit()  # three open: "b" was written longest ago
-    assert page_ids(pages.message_writes("a", entries(3))) == first["a"]
-    assert page_ids(pages.message_writes("b", entries(2))) != first["b"]
+def test_a_batch_goes_on_the_open_page_its_state_names_until_it_is_full() -> None:
+    known = {message_slot("s"): PageState(id="s:page", entries=2, size=2)}
+    pages = OpenPages(known, max_entries=3)
+    writes = pages.message_writes("s", entries(3, 4))
+    assert page_ids(writes)[0] == "s:page" and len(writes) == 2
+    assert list(writes[0]._doc["$set"]) == ["by_seq.3"]
+    assert list(writes[1]._doc["$set"]) == ["by_seq.4"]
+    assert pages.staged[message_slot("s")].entries == 1
+    assert known[message_slot("s")] == PageState(id="s:page", entries=2, size=2), "unchanged"
 
 
-def test_each_process_s_pages_are_its_own() -> None:
-    one, other = OpenPages(), OpenPages()
-    assert page_ids(one.message_writes("s", entries(1))) != page_ids(
-        other.message_writes("s", entries(1))
+def test_a_batch_planned_again_opens_pages_of_its_own() -> None:
+    first, again = OpenPages(), OpenPages()
+    assert page_ids(first.message_writes("s", entries(1))) != page_ids(
+        again.message_writes("s", entries(1))
     )
 
 
@@ -47,3 +47,22 @@ def test_a_message_larger_than_a_page_gets_one_of_its_own() -> None:
     assert list(writes[0]._doc["$set"]) == ["by_seq.1"]
     assert list(writes[1]._doc["$set"]) == ["by_seq.2", "by_seq.3"]
     assert writes[1]._doc["$min"] == {"first_seq": 2} and writes[1]._doc["$max"] == {"last_seq": 3}
+
+
+def test_two_new_report_pages_of_one_batch_have_ids_of_their_own() -> None:
+    reports = [{"key": f"w:n:{visit}", "visit": visit} for visit in (1, 2, 3)]
+    writes = OpenPages(max_entries=1).report_writes("w", "w", reports)
+    assert len(set(page_ids(writes))) == 3
+
+
+UNREADABLE = [None, b"", b"not json", b'{"id": "p"}', b'{"id":"p","n":"x","b":1}']
+
+
+@pytest.mark.parametrize("raw", UNREADABLE)
+def test_a_state_that_cannot_be_read_is_no_state(raw: bytes | None) -> None:
+    assert PageState.loads(raw) is None
+
+
+def test_a_state_reads_back_as_saved() -> None:
+    state = PageState(id="s:000000000001:17", entries=3, size=120)
+    assert PageState.loads(state.dumps()) == state
