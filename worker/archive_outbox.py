@@ -450,7 +450,8 @@ class ArchiveOutbox:
             async with asyncio.timeout(self.write_timeout):
                 await archive.bulk_apply(writes, pages=pages)
         except Exception as exc:
-            if is_transient(exc):
+            # Redis failing (reading the pages' states) is no fault of the batch.
+            if is_transient(exc) or isinstance(exc, RedisError):
                 raise
             for raw in raws:
                 await self._replay(archive, raw)
