@@ -8,8 +8,10 @@ docs/benchmarks.md). Instead, the last page of each stream and of each run stays
 open, and a later batch's entries are added to it until it is full: a short run
 is its run document, one message page and one report page.
 
-An entry is added with ``$set`` of one field per entry (``by_seq.<seq>``,
-``by_key.<digest of the report's key and attempt>``), not ``$push``:
+A page is inserted by the batch that opens it (an insert costs the database less
+than an upsert); a later batch adds its entries with ``$set`` of one field per
+entry (``by_seq.<seq>``, ``by_key.<digest of the report's key and attempt>``),
+not ``$push``:
 
 - a batch written again onto the same page sets the same fields, so nothing
   is doubled;
@@ -30,10 +32,10 @@ import hashlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeAlias
 
 import orjson
-from pymongo import UpdateOne
+from pymongo import InsertOne, UpdateOne
 
 PAGE_MAX_MESSAGES = 500
 """Most entries (messages, or node reports) one page holds."""
@@ -45,6 +47,10 @@ OPEN_PAGE_MAX_BYTES = 256 * 1024
 inserted page's: every add rewrites the whole document (MongoDB stores a new
 version of it; nx-27017 rewrites its JSON), so a smaller page bounds what one
 batch costs the database."""
+
+# A string: subscripting pymongo's generic requests at import time touches a lock
+# the workflow sandbox restricts (spindle.shared.store.archive says the same).
+PageWrite: TypeAlias = "InsertOne[dict[str, Any]] | UpdateOne"
 
 _last_stamp = 0
 
@@ -131,11 +137,17 @@ class OpenPages:
         # New pages' ids carry it: a batch planned again opens pages of its own
         # rather than adding to one a state no longer counts.
         self._stamp = save_stamp()
-        self._opened = 0
+        self._new: set[str] = set()
 
-    def message_writes(self, stream_id: str, entries: Sequence[dict[str, Any]]) -> list[UpdateOne]:
-        """Upserts adding a batch's messages of one stream (``{seq, ts, raw, …}``,
-        each seq once: the first given) to its open page, then to new ones."""
+    def message_writes(self, stream_id: str, entries: Sequence[dict[str, Any]]) -> list[PageWrite]:
+        """Writes adding a batch's messages of one stream (``{seq, ts, raw, …}``,
+        each seq once: the first given) to its open page, then to new ones.
+
+        Raises:
+            ValueError: the stream was planned already (one call per stream: the
+                new pages are inserts, which an unordered bulk cannot order
+                before an update).
+        """
         ordered = sorted({int(e["seq"]): e for e in reversed(entries)}.items())
         slot = message_slot(stream_id)
         page = self._current(slot)
@@ -143,7 +155,7 @@ class OpenPages:
         for seq, entry in ordered:
             size = len(entry["raw"])
             if page is None or not page.has_room(size, self.max_entries, self.max_bytes):
-                page = PageState(id=f"{stream_id}:{seq:012d}:{self._stamp}")
+                page = self._open(f"{stream_id}:{seq:012d}:{self._stamp}")
             if not groups or groups[-1][0] is not page:
                 groups.append((page, []))
             groups[-1][1].append(entry)
@@ -151,25 +163,31 @@ class OpenPages:
             page.size += size
         if page is not None:
             self.staged[slot] = page
-        return [
-            UpdateOne(
-                {"_id": page.id},
-                {
-                    "$set": {f"by_seq.{entry['seq']}": entry for entry in added},
-                    "$min": {"first_seq": added[0]["seq"]},
-                    "$max": {"last_seq": added[-1]["seq"]},
-                    "$setOnInsert": {"stream_id": stream_id},
-                },
-                upsert=True,
-            )
-            for page, added in groups
-        ]
+        writes: list[PageWrite] = []
+        for page, added in groups:
+            first, last = added[0]["seq"], added[-1]["seq"]
+            if page.id in self._new:
+                # A page this batch opens: an insert (cheaper for the database than
+                # an upsert; written again, it is a duplicate key, ignored).
+                by_seq = {str(entry["seq"]): entry for entry in added}
+                doc = {"_id": page.id, "stream_id": stream_id, "by_seq": by_seq}
+                writes.append(InsertOne({**doc, "first_seq": first, "last_seq": last}))
+                continue
+            update = {
+                "$set": {f"by_seq.{entry['seq']}": entry for entry in added},
+                "$min": {"first_seq": first},
+                "$max": {"last_seq": last},
+                "$setOnInsert": {"stream_id": stream_id},
+            }
+            writes.append(UpdateOne({"_id": page.id}, update, upsert=True))
+        return writes
 
     def report_writes(
         self, workflow_id: str, stream_id: str, reports: Sequence[dict[str, Any]]
-    ) -> list[UpdateOne]:
-        """Upserts adding a batch's node reports of one run (each with its ``key``;
-        a key given twice: the last) to the run's open page, then to new ones.
+    ) -> list[PageWrite]:
+        """Writes adding a batch's node reports of one run (each with its ``key``;
+        a key given twice: the last) to the run's open page, then to new ones
+        (one call per run, as ``message_writes``).
 
         Each entry carries ``saved``, the microseconds of its save:
         ``RunArchive.node_reports`` folds the saves of a key in that order, the
@@ -182,31 +200,35 @@ class OpenPages:
             name = report_field(key, int(report.get("attempt") or 1))
             size = len(orjson.dumps(report, default=str))
             if page is None or not page.has_room(size, self.max_entries, self.max_bytes):
-                self._opened += 1
-                page = PageState(id=f"{workflow_id}:{self._stamp}:{self._opened}")
+                page = self._open(f"{workflow_id}:{self._stamp}:{len(self._new) + 1}")
             if not groups or groups[-1][0] is not page:
                 groups.append((page, {}))
-            groups[-1][1][f"by_key.{name}"] = {**report, "saved": self._stamp}
+            groups[-1][1][name] = {**report, "saved": self._stamp}
             page.entries += 1
             page.size += size
         if page is not None:
             self.staged[slot] = page
-        return [
-            UpdateOne(
-                {"_id": page.id},
-                {
-                    "$set": fields,
-                    "$setOnInsert": {"workflow_id": workflow_id, "stream_id": stream_id},
-                },
-                upsert=True,
-            )
-            for page, fields in groups
-        ]
+        writes: list[PageWrite] = []
+        for page, by_key in groups:
+            run = {"workflow_id": workflow_id, "stream_id": stream_id}
+            if page.id in self._new:
+                writes.append(InsertOne({"_id": page.id, **run, "by_key": by_key}))
+                continue
+            fields = {f"by_key.{name}": entry for name, entry in by_key.items()}
+            update = {"$set": fields, "$setOnInsert": run}
+            writes.append(UpdateOne({"_id": page.id}, update, upsert=True))
+        return writes
 
     def _current(self, slot: str) -> PageState | None:
-        page = self.staged.get(slot) or self._known.get(slot)
+        if slot in self.staged:
+            raise ValueError(f"{slot} is planned already in this batch")
+        page = self._known.get(slot)
         # A copy: the states given stay as they were.
         return replace(page) if page else None
+
+    def _open(self, page_id: str) -> PageState:
+        self._new.add(page_id)
+        return PageState(id=page_id)
 
 
 __all__ = [
@@ -215,6 +237,7 @@ __all__ = [
     "PAGE_MAX_MESSAGES",
     "OpenPages",
     "PageState",
+    "PageWrite",
     "message_slot",
     "report_field",
     "report_slot",

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pymongo import UpdateOne
+from pymongo import InsertOne, UpdateOne
 
-from spindle.shared.store.open_pages import OpenPages, PageState, message_slot
+from spindle.shared.store.open_pages import OpenPages, PageState, PageWrite, message_slot
 
 pytestmark = pytest.mark.unit
 
@@ -18,8 +18,15 @@ def entries(*seqs: int, raw: str = "x") -> list[dict[str, Any]]:
     return [{"seq": seq, "ts": seq, "raw": raw} for seq in seqs]
 
 
-def page_ids(writes: list[UpdateOne]) -> list[str]:
-    return [write._filter["_id"] for write in writes]
+def page_ids(writes: list[PageWrite]) -> list[str]:
+    return [w._filter["_id"] if isinstance(w, UpdateOne) else w._doc["_id"] for w in writes]
+
+
+def seqs(write: PageWrite) -> list[str]:
+    """The seqs a write adds: set on an open page, or inserted with a new one."""
+    if isinstance(write, UpdateOne):
+        return [name.removeprefix("by_seq.") for name in write._doc["$set"]]
+    return list(write._doc["by_seq"])
 
 
 def test_a_batch_goes_on_the_open_page_its_state_names_until_it_is_full() -> None:
@@ -27,8 +34,8 @@ def test_a_batch_goes_on_the_open_page_its_state_names_until_it_is_full() -> Non
     pages = OpenPages(known, max_entries=3)
     writes = pages.message_writes("s", entries(3, 4))
     assert page_ids(writes)[0] == "s:page" and len(writes) == 2
-    assert list(writes[0]._doc["$set"]) == ["by_seq.3"]
-    assert list(writes[1]._doc["$set"]) == ["by_seq.4"]
+    assert isinstance(writes[0], UpdateOne) and seqs(writes[0]) == ["3"]
+    assert isinstance(writes[1], InsertOne) and seqs(writes[1]) == ["4"]
     assert pages.staged[message_slot("s")].entries == 1
     assert known[message_slot("s")] == PageState(id="s:page", entries=2, size=2), "unchanged"
 
@@ -44,9 +51,15 @@ def test_a_message_larger_than_a_page_gets_one_of_its_own() -> None:
     pages = OpenPages(max_bytes=10)
     writes = pages.message_writes("s", [*entries(1, raw="y" * 25), *entries(2, 3)])
     assert len(page_ids(writes)) == 2
-    assert list(writes[0]._doc["$set"]) == ["by_seq.1"]
-    assert list(writes[1]._doc["$set"]) == ["by_seq.2", "by_seq.3"]
-    assert writes[1]._doc["$min"] == {"first_seq": 2} and writes[1]._doc["$max"] == {"last_seq": 3}
+    assert [seqs(write) for write in writes] == [["1"], ["2", "3"]]
+    assert (writes[1]._doc["first_seq"], writes[1]._doc["last_seq"]) == (2, 3)
+
+
+def test_a_stream_is_planned_once_a_batch() -> None:
+    pages = OpenPages()
+    pages.message_writes("s", entries(1))
+    with pytest.raises(ValueError, match="m:s"):
+        pages.message_writes("s", entries(2))
 
 
 def test_two_new_report_pages_of_one_batch_have_ids_of_their_own() -> None:
