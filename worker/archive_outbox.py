@@ -35,7 +35,7 @@ database, since workers of different databases may share a Redis::
     spindle:{archive-outbox:<db>}:dead    LIST of operations MongoDB refused for good
     spindle:{archive-outbox:<db>}:queued  INT operations ever queued (a push's ticket)
     spindle:{archive-outbox:<db>}:done    INT operations ever popped (written or set aside)
-    spindle:{archive-outbox:<db>}:page:m:<stream_id>, …:page:r:<workflow_id>
+    spindle:{archive-outbox:<db>}:page:m:<stream_id>, …:page:r:["<workflow_id>","<stream_id>"]
                                           STRING the open message page of a stream, report
                                           page of a run (``open_pages.PageState``), saved
                                           with the pop of the batch that wrote it; expires

@@ -640,7 +640,7 @@ def page_slots(writes: Sequence[ArchiveWrite]) -> list[str]:
         if isinstance(request, MessagesToPage):
             slots[message_slot(request.stream_id)] = None
         elif isinstance(request, ReportToPage):
-            slots[report_slot(request.workflow_id)] = None
+            slots[report_slot(request.workflow_id, request.stream_id)] = None
     return list(slots)
 
 

@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 import orjson
 from pymongo import InsertOne, UpdateOne
@@ -52,6 +52,7 @@ batch costs the database."""
 # the workflow sandbox restricts (spindle.shared.store.archive says the same).
 PageWrite: TypeAlias = "InsertOne[dict[str, Any]] | UpdateOne"
 
+_T = TypeVar("_T")
 _last_stamp = 0
 
 
@@ -68,9 +69,10 @@ def message_slot(stream_id: str) -> str:
     return f"m:{stream_id}"
 
 
-def report_slot(workflow_id: str) -> str:
-    """The name of a run's open report page among the states."""
-    return f"r:{workflow_id}"
+def report_slot(workflow_id: str, stream_id: str) -> str:
+    """The name of a run's open report page among the states (per stream too, as
+    the page names the stream it is pruned with; a JSON pair: no two pairs meet)."""
+    return "r:" + orjson.dumps([workflow_id, stream_id]).decode()
 
 
 def report_field(key: str, attempt: int) -> str:
@@ -149,20 +151,11 @@ class OpenPages:
                 before an update).
         """
         ordered = sorted({int(e["seq"]): e for e in reversed(entries)}.items())
-        slot = message_slot(stream_id)
-        page = self._current(slot)
-        groups: list[tuple[PageState, list[dict[str, Any]]]] = []
-        for seq, entry in ordered:
-            size = len(entry["raw"])
-            if page is None or not page.has_room(size, self.max_entries, self.max_bytes):
-                page = self._open(f"{stream_id}:{seq:012d}:{self._stamp}")
-            if not groups or groups[-1][0] is not page:
-                groups.append((page, []))
-            groups[-1][1].append(entry)
-            page.entries += 1
-            page.size += size
-        if page is not None:
-            self.staged[slot] = page
+        groups = self._place(
+            message_slot(stream_id),
+            [(entry, len(entry["raw"])) for _, entry in ordered],
+            lambda entry: f"{stream_id}:{entry['seq']:012d}:{self._stamp}",
+        )
         writes: list[PageWrite] = []
         for page, added in groups:
             first, last = added[0]["seq"], added[-1]["seq"]
@@ -193,23 +186,18 @@ class OpenPages:
         ``RunArchive.node_reports`` folds the saves of a key in that order, the
         first one's time being the report's ``recorded_at``.
         """
-        slot = report_slot(workflow_id)
-        page = self._current(slot)
-        groups: list[tuple[PageState, dict[str, dict[str, Any]]]] = []
-        for key, report in {str(r["key"]): r for r in reports}.items():
-            name = report_field(key, int(report.get("attempt") or 1))
-            size = len(orjson.dumps(report, default=str))
-            if page is None or not page.has_room(size, self.max_entries, self.max_bytes):
-                page = self._open(f"{workflow_id}:{self._stamp}:{len(self._new) + 1}")
-            if not groups or groups[-1][0] is not page:
-                groups.append((page, {}))
-            groups[-1][1][name] = {**report, "saved": self._stamp}
-            page.entries += 1
-            page.size += size
-        if page is not None:
-            self.staged[slot] = page
+        named = [
+            (report_field(key, int(report.get("attempt") or 1)), {**report, "saved": self._stamp})
+            for key, report in {str(r["key"]): r for r in reports}.items()
+        ]
+        groups = self._place(
+            report_slot(workflow_id, stream_id),
+            [(item, len(orjson.dumps(item[1], default=str))) for item in named],
+            lambda _: f"{workflow_id}:{self._stamp}:{len(self._new) + 1}",
+        )
         writes: list[PageWrite] = []
-        for page, by_key in groups:
+        for page, items in groups:
+            by_key = dict(items)
             run = {"workflow_id": workflow_id, "stream_id": stream_id}
             if page.id in self._new:
                 writes.append(InsertOne({"_id": page.id, **run, "by_key": by_key}))
@@ -218,6 +206,25 @@ class OpenPages:
             update = {"$set": fields, "$setOnInsert": run}
             writes.append(UpdateOne({"_id": page.id}, update, upsert=True))
         return writes
+
+    def _place(
+        self, slot: str, sized: Sequence[tuple[_T, int]], new_id: Callable[[_T], str]
+    ) -> list[tuple[PageState, list[_T]]]:
+        """Entries (with their sizes) by the page each goes on: the slot's open
+        page while it has room, then new pages (named by ``new_id`` of their first)."""
+        page = self._current(slot)
+        groups: list[tuple[PageState, list[_T]]] = []
+        for item, size in sized:
+            if page is None or not page.has_room(size, self.max_entries, self.max_bytes):
+                page = self._open(new_id(item))
+            if not groups or groups[-1][0] is not page:
+                groups.append((page, []))
+            groups[-1][1].append(item)
+            page.entries += 1
+            page.size += size
+        if page is not None:
+            self.staged[slot] = page
+        return groups
 
     def _current(self, slot: str) -> PageState | None:
         if slot in self.staged:

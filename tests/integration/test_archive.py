@@ -388,6 +388,21 @@ async def test_an_open_page_closes_when_full_and_a_retry_goes_on_the_next(
     ]
 
 
+async def test_a_run_s_reports_of_two_streams_in_one_batch_go_on_a_page_each(
+    archive: RunArchive,
+) -> None:
+    """A report page names the stream it is pruned with: a run whose reports
+    name two streams has an open page for each."""
+    wf, parent = unique("wf"), unique("parent")
+    child_report = NodeReport(node_id="b", node_type="tool", status=NodeStatus.SUCCESS)
+    on_parent = node_report_write(wf, child_report, extra={"stream_id": parent})
+    batch = [step_report(wf, 1), (NODE_REPORT_PAGES, on_parent)]
+    await archive.bulk_apply(batch, pages=OpenPages())
+    pages = await archive.node_report_pages.find({"workflow_id": wf}).to_list()
+    assert sorted(page["stream_id"] for page in pages) == sorted([wf, parent])
+    assert [r["node_id"] for r in await archive.node_reports(wf)] == ["b", "step"]
+
+
 async def test_a_batch_planned_again_onto_new_pages_is_read_once(archive: RunArchive) -> None:
     """A batch that opened pages, written again from the states before it, opens
     pages of its own (never adding to one its states do not count)."""
