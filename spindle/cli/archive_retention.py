@@ -109,7 +109,7 @@ async def _paged_messages(archive: RunArchive, query: dict[str, Any]) -> int:
 
 async def _paged_reports(archive: RunArchive, query: dict[str, Any]) -> int:
     """How many node reports the ``node_report_pages`` matching ``query`` hold
-    (a node execution saved in two batches counts twice)."""
+    (a node execution saved on two pages counts twice)."""
     held = 0
     async for page in archive.node_report_pages.find(query, {"reports": 1, "by_key": 1}):
         held += len(page.get("reports") or page.get("by_key") or ())

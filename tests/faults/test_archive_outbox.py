@@ -20,6 +20,7 @@ from spindle.dev.processes import free_port
 from spindle.shared.bus.message_bus import StoredMessage
 from spindle.shared.contracts.runs import NodeReport, NodeStatus
 from spindle.shared.store.archive import RunArchive
+from spindle.shared.store.open_pages import message_slot
 from spindle.worker.archive_outbox import (
     PAGE_STATE_TTL_MILLISECONDS,
     ArchiveCatchUp,
@@ -240,7 +241,8 @@ async def test_runs_whose_batches_two_workers_write_keep_one_page_of_each_kind(
         assert [m.seq for m in await archive.messages(run)] == list(range(1, 9))
         assert [r["node_id"] for r in await archive.node_reports(run)] == ["n1", "n2", "n3", "n4"]
         # The pages' states wait in Redis for the run's next batch, and expire.
-        assert 0 < await redis.pttl(outbox.page_key(f"m:{run}")) <= PAGE_STATE_TTL_MILLISECONDS
+        expires_in = await redis.pttl(outbox.page_key(message_slot(run)))
+        assert 0 < expires_in <= PAGE_STATE_TTL_MILLISECONDS
 
 
 async def test_a_batch_that_stays_queued_leaves_the_pages_states_as_they_were(
@@ -248,11 +250,11 @@ async def test_a_batch_that_stays_queued_leaves_the_pages_states_as_they_were(
 ) -> None:
     await outbox.push(messages("s11", 1))
     assert await outbox.drain(archive) == 1
-    state = await redis.get(outbox.page_key("m:s11"))
+    state = await redis.get(outbox.page_key(message_slot("s11")))
     await outbox.push(messages("s11", 2))
     with pytest.raises(TimeoutError):  # MongoDB did not answer within the write timeout
         await outbox.drain(down)
-    assert await redis.get(outbox.page_key("m:s11")) == state
+    assert await redis.get(outbox.page_key(message_slot("s11"))) == state
     assert await outbox.drain(archive) == 1
     assert await archive.message_pages.count_documents({"stream_id": "s11"}) == 1
     assert [m.seq for m in await archive.messages("s11")] == [1, 2]

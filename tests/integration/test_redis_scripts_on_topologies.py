@@ -18,6 +18,7 @@ from spindle.shared.bus.message_bus import StoredMessage
 from spindle.shared.contracts.tasks import new_task_id
 from spindle.shared.platform.redis_connect import RedisClient
 from spindle.shared.store.archive import RunArchive
+from spindle.shared.store.open_pages import message_slot
 from spindle.shared.tasks.events import TaskEventLog, events_stream_id, status_event
 from spindle.shared.tasks.push import PushConfig, PushOutbox
 from spindle.worker.archive_outbox import ArchiveOutbox, SaveMessages
@@ -82,4 +83,4 @@ async def test_archive_outbox_queues_and_replays_under_its_lock(
     assert [m.seq for m in await archive.messages(stream)] == [1, 2]
     assert await redis_client.exists(outbox.lock_key) == 0  # released
     # The stream's open page, saved with the pop (the same hash slot as the queue).
-    assert await redis_client.exists(outbox.page_key(f"m:{stream}")) == 1
+    assert await redis_client.exists(outbox.page_key(message_slot(stream))) == 1
