@@ -97,6 +97,9 @@ how this module stays inside the common subset:
 - ``$push`` of subdocuments onto an array of an EXISTING document stores every
   element of the array as a JSON string (an upsert that creates the array keeps
   them documents): open pages add entries with ``$set`` of one field each.
+- An upsert that INSERTS with a dotted ``$min`` (``{"$min": {"a.b": 1}}``) stores a
+  top-level field named ``"a.b"``; ``$set`` with dotted paths nests as MongoDB
+  does. Only top-level ``$min``/``$max`` here.
 - ``insert_many(ordered=False)`` with duplicate ids behaves like MongoDB
   (inserts the rest, ``BulkWriteError`` code 11000), which makes archiving
   messages idempotent with one round trip.
