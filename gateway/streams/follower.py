@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol
@@ -142,6 +142,8 @@ class StreamFollower:
         self._idle_timer: asyncio.TimerHandle | None = None
         self._waiting = False
         self._waiting_since = 0.0
+        self._sink: Callable[[Sequenced], bool] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.last_seq = 0
         """The highest seq handed out (or passed over as older than ``since``)."""
         self.ended = False
@@ -155,6 +157,22 @@ class StreamFollower:
     def backlog_pending(self) -> bool:
         """Stored messages read at ``open()`` are waiting to be handed out."""
         return bool(self._backlog)
+
+    def hand_live_to(self, sink: Callable[[Sequenced], bool] | None) -> None:
+        """Offer each live message to ``sink`` as it arrives, while ``next_batch`` waits.
+
+        The hub's reader calls ``sink`` with the next message in order (never
+        the message that ends the stream, nor one a ``since`` cursor may
+        filter out) while the consumer waits in ``next_batch`` with nothing
+        queued. True: the sink has delivered it, and the follower counts it
+        as handed out (``last_seq``; the idle period starts again). False:
+        it is queued, and ``next_batch`` returns it. A consumer whose sink
+        starts something it does not finish (a write the client is slow to
+        read) declines the next messages until it has; they come from
+        ``next_batch``, and it finishes the pending one before it hands those
+        out, so the order holds. None stops the offers.
+        """
+        self._sink = sink
 
     async def open(self) -> None:
         """Subscribe, then read the backlog; from here on nothing can be missed.
@@ -269,31 +287,54 @@ class StreamFollower:
         Raises:
             TimeoutError: ``idle_seconds`` passed with nothing (a keep-alive is due).
         """
-        assert self._sub is not None
-        if self._idle is None:
-            first = await self._sub.get()
-        else:
-            # Not a timeout per wait (asyncio.timeout / wait_for): with many
-            # viewers arming and cancelling one timer per message per viewer
-            # was a sixth of the gateway's CPU. The follower's one timer pokes
-            # the subscription when the wait has lasted ``idle_seconds``.
-            loop = asyncio.get_running_loop()
-            self._waiting_since = loop.time()
-            if self._idle_timer is None:
-                self._idle_timer = loop.call_at(self._waiting_since + self._idle, self._idle_due)
-            self._waiting = True
-            try:
-                while (event := await self._sub.get_or_poked()) is None:
-                    if loop.time() >= self._waiting_since + self._idle - IDLE_SLACK:
-                        raise TimeoutError
-            finally:
-                self._waiting = False
-            first = event
+        sub = self._sub
+        assert sub is not None
+        loop = self._loop = asyncio.get_running_loop()
+        self._waiting_since = loop.time()
+        sub.taker = self._offer if self._sink is not None else None
+        try:
+            first = await self._wait_first(sub, loop)
+        finally:
+            sub.taker = None
         events = [first]
         with contextlib.suppress(SubscriptionLost):  # the next get() reports it
-            while (more := self._sub.get_nowait()) is not None:
+            while (more := sub.get_nowait()) is not None:
                 events.append(more)
         return events
+
+    async def _wait_first(self, sub: Subscription, loop: asyncio.AbstractEventLoop) -> LiveEvent:
+        if self._idle is None:
+            return await sub.get()
+        # Not a timeout per wait (asyncio.timeout / wait_for): with many
+        # viewers arming and cancelling one timer per message per viewer
+        # was a sixth of the gateway's CPU. The follower's one timer pokes
+        # the subscription when the wait has lasted ``idle_seconds``.
+        if self._idle_timer is None:
+            self._idle_timer = loop.call_at(self._waiting_since + self._idle, self._idle_due)
+        self._waiting = True
+        try:
+            while (event := await sub.get_or_poked()) is None:
+                if loop.time() >= self._waiting_since + self._idle - IDLE_SLACK:
+                    raise TimeoutError
+        finally:
+            self._waiting = False
+        return event
+
+    def _offer(self, event: LiveEvent) -> bool:
+        """The subscription's taker while ``next_batch`` waits (``hand_live_to``)."""
+        sink = self._sink
+        if (
+            sink is None
+            or event.ends
+            or self._since is not None
+            or event.seq != self.last_seq + 1
+            or not sink(event)
+        ):
+            return False
+        self.last_seq = event.seq
+        if self._loop is not None:
+            self._waiting_since = self._loop.time()
+        return True
 
     def _idle_due(self) -> None:
         """The idle timer: poke the waiter if it has waited long enough, else re-arm."""

@@ -8,7 +8,10 @@ fill idle time. The response ends right after the message that ends the
 conversation, and when the live feed breaks (``SubscriptionLost``) so that the
 client resumes with ``Last-Event-ID``. When the gateway process stops,
 ``StreamDrain`` ends every open stream at once with a ``retry:`` hint
-(``spindle.gateway.streams.drain``), for the same resume elsewhere.
+(``spindle.gateway.streams.drain``), for the same resume elsewhere. A live
+frame that finds the stream waiting is written from the subscription hub's
+dispatch rather than by the stream's task
+(docs/streaming/gap-free.md#what-a-live-message-costs-a-gateway).
 
 The response is a plain ASGI app rather than a ``StreamingResponse`` so that
 headers are sent only once the subscription is confirmed (a client that sees
@@ -29,10 +32,15 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from spindle.gateway.http.problems import spindle_problem
-from spindle.gateway.http.server_send import body_send
+from spindle.gateway.http.server_send import body_send, send_now
 from spindle.gateway.limits.tenant_limits import StreamLease
 from spindle.gateway.streams.drain import StreamDrain
-from spindle.gateway.streams.follower import BACKLOG_CHUNK, StreamCursor, StreamFollower
+from spindle.gateway.streams.follower import (
+    BACKLOG_CHUNK,
+    Sequenced,
+    StreamCursor,
+    StreamFollower,
+)
 from spindle.gateway.streams.run_messages import BacklogReader, RunMessages
 from spindle.shared.bus.hub import SubscriptionHub, SubscriptionLost
 from spindle.shared.bus.message_bus import MessageBus
@@ -58,6 +66,10 @@ __all__ = [
     "StreamCursor",
     "frame",
 ]
+
+
+WriteNow = Callable[[bytes], "asyncio.Future[None] | None"]
+"""Writes a body chunk at once; None when written, else a future of the write (``send_now``)."""
 
 
 def frame(seq: int, raw: bytes) -> bytes:
@@ -115,6 +127,8 @@ class RunEventStream:
         self._lease = lease
         self._lease_due = time.monotonic() + self._lease_period()
         self._lease_refreshing: asyncio.Task[None] | None = None
+        self._write_now: WriteNow | None = None
+        self._pending_write: asyncio.Future[None] | None = None
 
     async def open(self) -> None:
         """Subscribe, then read the backlog; after this nothing can be missed.
@@ -186,24 +200,77 @@ class RunEventStream:
         self._lease_due = now + self._lease_period()
         self._lease_refreshing = asyncio.create_task(self._lease.refresh())
 
-    async def pump(self, write: Callable[[bytes], Awaitable[None]]) -> None:
+    async def pump(
+        self, write: Callable[[bytes], Awaitable[None]], write_now: WriteNow | None = None
+    ) -> None:
         """Write the backlog, then live frames, until the conversation ends or
-        the live feed breaks."""
+        the live feed breaks.
+
+        Args:
+            write: writes a body chunk.
+            write_now: writes a body chunk from plain code (``send_now``). With
+                it, a live message that finds the stream waiting is written
+                from the subscription hub's dispatch, not by this task
+                (``StreamFollower.hand_live_to``): with a thousand viewers
+                of one run, waking a task per viewer per message was about
+                half of the gateway's own time.
+        """
         head = b"retry: %d\n\n" % self._retry_ms
         if not self._follower.backlog_pending:
             await write(head)
             head = b""
-        while (batch := await self._follower.next_batch()) is not None:
-            if not batch:
-                await write(KEEPALIVE)
-                await self._refresh_lease()
-                await self._idle_tick()
-                continue
-            self._idle_ticks = 0
-            await write(head + b"".join([frame(m.seq, m.raw) for m in batch]))
-            head = b""
-            metrics.messages_delivered(len(batch))
-            self._refresh_lease_if_due()
+        self._write_now = write_now
+        if write_now is not None:
+            self._follower.hand_live_to(self._write_live)
+        try:
+            while (batch := await self._follower.next_batch()) is not None:
+                await self._settle_write()
+                if not batch:
+                    await write(KEEPALIVE)
+                    await self._refresh_lease()
+                    await self._idle_tick()
+                    continue
+                self._idle_ticks = 0
+                await write(head + b"".join([frame(m.seq, m.raw) for m in batch]))
+                head = b""
+                metrics.messages_delivered(len(batch))
+                self._refresh_lease_if_due()
+            await self._settle_write()
+        finally:
+            self._follower.hand_live_to(None)
+            pending, self._pending_write = self._pending_write, None
+            if pending is not None:
+                # The frame it holds may not be out; the client resumes after
+                # the last id it got, and frames are written whole.
+                pending.cancel()
+
+    def _write_live(self, message: Sequenced) -> bool:
+        """The follower's sink: write one live frame now, from the hub's dispatch."""
+        write_now = self._write_now
+        pending = self._pending_write
+        if write_now is None:
+            return False
+        if pending is not None:
+            if not pending.done() or pending.cancelled() or pending.exception() is not None:
+                return False  # after the frame that waits for the client (or the pump's error)
+            self._pending_write = None
+        try:
+            self._pending_write = write_now(frame(message.seq, message.raw))
+        except Exception as exc:  # the pump meets it again and ends the stream
+            log.info("stream %s: a live write failed: %r", self.stream_id, exc)
+            self._write_now = None
+            return False
+        self._idle_ticks = 0
+        metrics.messages_delivered(1)
+        self._refresh_lease_if_due()
+        return True
+
+    async def _settle_write(self) -> None:
+        """Wait for a live frame the client was slow to take, before anything after it."""
+        pending = self._pending_write
+        if pending is not None:
+            await pending
+            self._pending_write = None
 
     async def _idle_tick(self) -> None:
         if self._on_idle is None:
@@ -261,7 +328,12 @@ class EventStreamResponse(Response):
             async def write(body: bytes) -> None:
                 await frames_send({"type": "http.response.body", "body": body, "more_body": True})
 
-            pump = asyncio.create_task(self.stream.pump(write))
+            def write_now(body: bytes) -> asyncio.Future[None] | None:
+                return send_now(
+                    frames_send, {"type": "http.response.body", "body": body, "more_body": True}
+                )
+
+            pump = asyncio.create_task(self.stream.pump(write, write_now))
             watch = asyncio.create_task(_wait_disconnect(receive))
             tasks = {pump, watch}
             drained: asyncio.Task[None] | None = None

@@ -6,11 +6,14 @@ the backlog)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from spindle.shared.bus.message_bus import LiveEvent
+
+log = logging.getLogger(__name__)
 
 
 class SubscriptionLost(Exception):
@@ -29,6 +32,15 @@ class Subscription:
         self._lost: str | None = None
         self._poked = False
         self._channel: Any = None  # the hub's bookkeeping of the channel
+        self.taker: Callable[[LiveEvent], bool] | None = None
+        """While set, the hub offers it each event first, when nothing is queued.
+
+        It returns True when it has taken the event (delivered it itself, in
+        order), False to have it queued as usual. It runs in the hub's reader,
+        once per subscriber per event: it must not wait, and it should be
+        cheap. The SSE stream writes live frames this way rather than waking
+        its task for each one (docs/streaming/gap-free.md#what-a-live-message-costs-a-gateway).
+        """
 
     @property
     def lost(self) -> str | None:
@@ -101,6 +113,14 @@ class Subscription:
     def _deliver(self, event: LiveEvent) -> bool:
         if self._lost is not None:
             return False
+        taker = self.taker
+        if taker is not None and not self._events:
+            try:
+                if taker(event):
+                    return True
+            except Exception:  # one subscriber's fault must not stop the hub's reader
+                log.exception("subscription to %s: its taker failed; queueing", self.stream_id)
+                self.taker = None
         if len(self._events) >= self._maxsize:
             self._lose(f"live queue overflowed ({self._maxsize} events): consumer too slow")
             return False
