@@ -77,6 +77,30 @@ def frame(seq: int, raw: bytes) -> bytes:
     return b"id: %d\ndata: %s\n\n" % (seq, raw)
 
 
+class _LastFrame:
+    """The frame of the live message being dispatched, made once for all its viewers.
+
+    The hub hands every viewer of a stream the same event (the same ``raw``
+    bytes object), one viewer after another.
+    """
+
+    raw: bytes | None = None
+    frame: bytes = b""
+
+    @classmethod
+    def of(cls, message: Sequenced) -> bytes:
+        if message.raw is not cls.raw:
+            cls.raw, cls.frame = message.raw, frame(message.seq, message.raw)
+        return cls.frame
+
+
+# Live frames written from the hub's dispatch are counted per stream and added to
+# the delivered-messages metric every this many (and whenever the stream's task
+# wakes or the stream ends): a metric update per viewer per message was an
+# eighth of the dispatch's own Python time with 1,000 viewers.
+LIVE_COUNT_EVERY = 64
+
+
 class RunEventStream:
     """Backlog + live events of one run's stream, as SSE frames.
 
@@ -129,6 +153,7 @@ class RunEventStream:
         self._lease_refreshing: asyncio.Task[None] | None = None
         self._write_now: WriteNow | None = None
         self._pending_write: asyncio.Future[None] | None = None
+        self._live_uncounted = 0
 
     async def open(self) -> None:
         """Subscribe, then read the backlog; after this nothing can be missed.
@@ -224,6 +249,7 @@ class RunEventStream:
             self._follower.hand_live_to(self._write_live)
         try:
             while (batch := await self._follower.next_batch()) is not None:
+                self._count_live()
                 await self._settle_write()
                 if not batch:
                     await write(KEEPALIVE)
@@ -238,6 +264,7 @@ class RunEventStream:
             await self._settle_write()
         finally:
             self._follower.hand_live_to(None)
+            self._count_live()
             pending, self._pending_write = self._pending_write, None
             if pending is not None:
                 # The frame it holds may not be out; the client resumes after
@@ -255,15 +282,22 @@ class RunEventStream:
                 return False  # after the frame that waits for the client (or the pump's error)
             self._pending_write = None
         try:
-            self._pending_write = write_now(frame(message.seq, message.raw))
+            self._pending_write = write_now(_LastFrame.of(message))
         except Exception as exc:  # the pump meets it again and ends the stream
             log.info("stream %s: a live write failed: %r", self.stream_id, exc)
             self._write_now = None
             return False
         self._idle_ticks = 0
-        metrics.messages_delivered(1)
+        self._live_uncounted += 1
+        if self._live_uncounted >= LIVE_COUNT_EVERY:
+            self._count_live()
         self._refresh_lease_if_due()
         return True
+
+    def _count_live(self) -> None:
+        if self._live_uncounted:
+            metrics.messages_delivered(self._live_uncounted)
+            self._live_uncounted = 0
 
     async def _settle_write(self) -> None:
         """Wait for a live frame the client was slow to take, before anything after it."""
