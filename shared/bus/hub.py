@@ -4,7 +4,9 @@ docs/design.md §9: a Redis subscription per SSE client costs ~5x the CPU, a con
 per viewer, and loses what is published between connect and SUBSCRIBE. So a
 process keeps ONE pub/sub connection; every subscriber gets a bounded in-memory
 queue fed by a single reader task with ``put_nowait`` (a slow consumer never
-holds up the others: it overflows and is told to resume from the backlog).
+holds up the others: it overflows and is told to resume from the backlog). A
+subscriber that waits with an empty queue may take the event itself instead
+(``Subscription.taker``: an SSE stream writes its frame there and then).
 
 Usage (the SSE route)::
 
