@@ -237,8 +237,9 @@ class RunEventStream:
                 it, a live message that finds the stream waiting is written
                 from the subscription hub's dispatch, not by this task
                 (``StreamFollower.hand_live_to``): with a thousand viewers
-                of one run, waking a task per viewer per message was about
-                half of the gateway's own time.
+                of one run, waking a task per viewer per message made the
+                last viewer's frame about a third later
+                (docs/benchmarks.md#live-frames-from-the-hubs-dispatch-issue-17).
         """
         head = b"retry: %d\n\n" % self._retry_ms
         if not self._follower.backlog_pending:
