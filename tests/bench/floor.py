@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
+from typing import Any
 
 from pydantic import BaseModel
 from temporalio import activity, workflow
@@ -51,6 +52,14 @@ class SandboxedBareActivities:
         return await noop_chain(batch)
 
 
+async def next_message(pubsub: Any) -> None:
+    """Wait for the next published message on a redis-py ``PubSub`` (skipping replies)."""
+    while True:
+        msg = await pubsub.get_message(timeout=5)
+        if msg is not None and msg["type"] == "message":
+            return
+
+
 class PubSubFloor:
     """A bare PUBLISH → SUBSCRIBE pair, sampled one ~300 B message at a time.
 
@@ -75,10 +84,8 @@ class PubSubFloor:
         """One publish → receive latency, ms."""
         start = time.perf_counter()
         await self._pub.publish("bench:floor", self._payload)
-        while True:
-            msg = await self._pubsub.get_message(timeout=5)
-            if msg is not None and msg["type"] == "message":
-                return (time.perf_counter() - start) * 1000
+        await next_message(self._pubsub)
+        return (time.perf_counter() - start) * 1000
 
     async def close(self) -> None:
         await self._pubsub.aclose()

@@ -107,6 +107,7 @@ from tests.bench.floor import (
     PubSubFloor,
     SandboxedBareActivities,
     bench_noop,
+    next_message,
 )
 from tests.bench.history import bench_history
 from tests.bench.hitl import bench_hitl
@@ -279,10 +280,8 @@ class PostWithoutGateway:
         """One post → receive latency, ms."""
         start = time.perf_counter()
         await self._bus.post(self._stream_id, message)
-        while True:
-            msg = await self._pubsub.get_message(timeout=5)
-            if msg is not None and msg["type"] == "message":
-                return (time.perf_counter() - start) * 1000
+        await next_message(self._pubsub)
+        return (time.perf_counter() - start) * 1000
 
     async def close(self) -> None:
         await self._pubsub.aclose()

@@ -3,76 +3,28 @@ Redis): every viewer gets every message once and in order, a viewer that stops
 reading holds up no one else and catches up in order, and a viewer that hangs
 up while a frame waits for it ends its stream cleanly.
 
-The ASGI client below waits in ``send`` while it is not reading, as uvicorn's
-``send`` does when its flow control has paused the transport
+The ASGI client (``tests.integration.sse_responses.SseClient``) waits in
+``send`` while it is not reading, as uvicorn's ``send`` does when its flow
+control has paused the transport
 (docs/streaming/gap-free.md#what-a-live-message-costs-a-gateway).
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 
 import pytest
-from starlette.types import Message, Scope
 
-from spindle.gateway.streams.sse import EventStreamResponse, RunEventStream, StreamCursor
+from spindle.gateway.streams.sse import StreamCursor
 from spindle.shared.bus.hub import SubscriptionHub
-from spindle.shared.bus.message_bus import MessageBus, StoredMessage
+from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.messages import AgentMessageType, CompactMessage
+from tests.integration.sse_responses import SCOPE, SseClient, sse_response
 from tests.polling import eventually
 
 pytestmark = [pytest.mark.integration]
 
-SCOPE: Scope = {"type": "http", "path": "/runs/x/y/stream"}
-IDS = re.compile(rb"^id: (\d+)$", re.MULTILINE)
-
-
-class _Viewer:
-    """One SSE client: records the frames; while not reading, its ``send`` waits."""
-
-    def __init__(self) -> None:
-        self.status: int | None = None
-        self.body = b""
-        self.finished = False
-        self.reading = asyncio.Event()
-        self.reading.set()
-        self.waits = 0
-        self.hang_up = asyncio.Event()
-
-    async def receive(self) -> Message:
-        await self.hang_up.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(self, message: Message) -> None:
-        if not self.reading.is_set():
-            self.waits += 1
-            await self.reading.wait()
-        if message["type"] == "http.response.start":
-            self.status = message["status"]
-        else:
-            self.body += message.get("body", b"")
-            self.finished = not message.get("more_body", False)
-
-    @property
-    def seqs(self) -> list[int]:
-        return [int(seq) for seq in IDS.findall(self.body)]
-
-
-def _response(stream_id: str, bus: MessageBus, hub: SubscriptionHub) -> EventStreamResponse:
-    async def read_backlog(after: int, since_ts: int | None) -> list[StoredMessage]:
-        return await bus.history(stream_id, after_seq=after, since_ts=since_ts)
-
-    return EventStreamResponse(
-        RunEventStream(
-            stream_id,
-            hub=hub,
-            bus=bus,
-            read_backlog=read_backlog,
-            cursor=StreamCursor(live_only=True),
-            keepalive_seconds=30,
-        )
-    )
+LIVE_ONLY = StreamCursor(live_only=True)
 
 
 async def _post(bus: MessageBus, stream_id: str, first: int, last: int) -> None:
@@ -82,17 +34,21 @@ async def _post(bus: MessageBus, stream_id: str, first: int, last: int) -> None:
 
 async def _open(
     count: int, stream_id: str, bus: MessageBus, hub: SubscriptionHub
-) -> tuple[list[_Viewer], list[asyncio.Task[None]]]:
-    viewers = [_Viewer() for _ in range(count)]
+) -> tuple[list[SseClient], list[asyncio.Task[None]]]:
+    viewers = [SseClient() for _ in range(count)]
     serving = [
-        asyncio.create_task(_response(stream_id, bus, hub)(SCOPE, v.receive, v.send))
+        asyncio.create_task(
+            sse_response(stream_id, bus, hub, keepalive=30, cursor=LIVE_ONLY)(
+                SCOPE, v.receive, v.send
+            )
+        )
         for v in viewers
     ]
     await eventually(lambda: all(b"retry:" in v.body for v in viewers), what="every stream is live")
     return viewers, serving
 
 
-async def _close(viewers: list[_Viewer], serving: list[asyncio.Task[None]]) -> None:
+async def _close(viewers: list[SseClient], serving: list[asyncio.Task[None]]) -> None:
     for viewer in viewers:
         viewer.reading.set()
         viewer.hang_up.set()

@@ -12,18 +12,17 @@ import pytest
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from starlette.types import Message, Scope
 
 from spindle.dev.processes import free_port
 from spindle.gateway.limits.stream_slots import StreamSlots, stream_slots_key
-from spindle.gateway.limits.tenant_limits import StreamLease, TenantLimits
-from spindle.gateway.streams.sse import EventStreamResponse, RunEventStream, StreamCursor
+from spindle.gateway.limits.tenant_limits import TenantLimits
 from spindle.shared.bus.hub import SubscriptionHub
-from spindle.shared.bus.message_bus import MessageBus, StoredMessage
+from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.errors import RateLimited, Unavailable
 from spindle.shared.contracts.messages import AgentMessageType, CompactMessage
 from spindle.shared.platform.redis_connect import RedisClient
 from spindle.shared.platform.settings import Settings
+from tests.integration.sse_responses import SCOPE, SseClient, sse_response
 from tests.polling import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis_topologies]
@@ -182,54 +181,6 @@ async def test_open_stream_is_unavailable_when_redis_is_unreachable(tenant: str)
 # --- the SSE stream holds its lease while open ------------------------------------
 
 
-class _Client:
-    """The ASGI side of one SSE client: records what it receives, hangs up on demand."""
-
-    def __init__(self) -> None:
-        self.status: int | None = None
-        self.body = b""
-        self.finished = False
-        self.hang_up = asyncio.Event()
-
-    async def receive(self) -> Message:
-        await self.hang_up.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(self, message: Message) -> None:
-        if message["type"] == "http.response.start":
-            self.status = message["status"]
-        else:
-            self.body += message.get("body", b"")
-            self.finished = not message.get("more_body", False)
-
-
-def _stream(
-    stream_id: str,
-    bus: MessageBus,
-    hub: SubscriptionHub,
-    lease: StreamLease,
-    *,
-    keepalive: float,
-) -> EventStreamResponse:
-    async def read_backlog(after: int, since_ts: int | None) -> list[StoredMessage]:
-        return await bus.history(stream_id, after_seq=after, since_ts=since_ts)
-
-    return EventStreamResponse(
-        RunEventStream(
-            stream_id,
-            hub=hub,
-            bus=bus,
-            read_backlog=read_backlog,
-            cursor=StreamCursor(),
-            keepalive_seconds=keepalive,
-            lease=lease,
-        )
-    )
-
-
-SCOPE: Scope = {"type": "http", "path": "/runs/x/y/stream"}
-
-
 async def test_the_stream_refreshes_its_lease_and_releases_it_on_disconnect(
     bus: MessageBus,
     hub: SubscriptionHub,
@@ -242,8 +193,8 @@ async def test_the_stream_refreshes_its_lease_and_releases_it_on_disconnect(
     await bus.post(stream_id, CompactMessage(t=AgentMessageType.UPDATE, m="hello"))
     lease = await limits.open_stream(tenant)
     await slots.acquire(tenant, "no-stream", max_leases=5)  # same TTL, never refreshed
-    client = _Client()
-    response = _stream(stream_id, bus, hub, lease, keepalive=0.1)
+    client = SseClient()
+    response = sse_response(stream_id, bus, hub, keepalive=0.1, lease=lease)
     serving = asyncio.create_task(response(SCOPE, client.receive, client.send))
     try:
         await eventually(lambda: b"hello" in client.body, what="the backlog is sent")
@@ -275,8 +226,8 @@ async def test_the_stream_releases_its_lease_when_the_conversation_ends(
     slots = StreamSlots(redis_client, lease_ttl_seconds=30)
     await bus.post(stream_id, CompactMessage(t=AgentMessageType.UPDATE, m="working"))
     lease = await limits.open_stream(tenant)
-    client = _Client()
-    response = _stream(stream_id, bus, hub, lease, keepalive=5)
+    client = SseClient()
+    response = sse_response(stream_id, bus, hub, keepalive=5, lease=lease)
     serving = asyncio.create_task(response(SCOPE, client.receive, client.send))
     try:
         await eventually(lambda: b"working" in client.body, what="the backlog is sent")

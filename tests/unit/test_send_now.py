@@ -13,6 +13,15 @@ from spindle.gateway.http.server_send import send_now
 BODY: Message = {"type": "http.response.body", "body": b"frame", "more_body": True}
 
 
+async def _after_callbacks_scheduled_now() -> None:
+    """Return once the loop has run every callback scheduled before this call
+    (a new task's first step is one): they run in the order they were scheduled."""
+    loop = asyncio.get_running_loop()
+    turn: asyncio.Future[None] = loop.create_future()
+    loop.call_soon(turn.set_result, None)
+    await turn
+
+
 class _Server:
     """A ``send`` that, like uvicorn's, waits while the client is not reading, then writes."""
 
@@ -52,7 +61,7 @@ async def test_a_send_that_waits_is_finished_by_a_task_once_the_client_reads() -
     pending = send_now(server.send, BODY)
 
     assert pending is not None and not pending.done()
-    await asyncio.sleep(0)  # the task's first step: it waits too
+    await _after_callbacks_scheduled_now()  # the task's first step: it waits too
     assert server.written == [] and not pending.done()
     server.reading.set()
     await asyncio.wait_for(pending, 5)
@@ -66,7 +75,7 @@ async def test_cancelling_the_task_ends_the_send_where_it_waits(started: bool) -
     pending = send_now(server.send, BODY)
     assert pending is not None
     if started:
-        await asyncio.sleep(0)  # the task's first step
+        await _after_callbacks_scheduled_now()  # the task's first step
 
     pending.cancel()
     with pytest.raises(asyncio.CancelledError):
