@@ -9,6 +9,7 @@ import uvicorn
 from spindle.gateway.app import create_app
 from spindle.gateway.http.graceful_server import GracefulServer
 from spindle.gateway.http.header_limit import bounded_http_protocol
+from spindle.gateway.http.stream_drain import StreamDrain
 from spindle.shared.platform.logging_setup import configure_logging
 from spindle.shared.platform.settings import Settings, get_settings
 
@@ -42,9 +43,10 @@ def server_config(app: Any, settings: Settings, **overrides: Any) -> uvicorn.Con
 def main() -> None:
     settings = get_settings()
     configure_logging(settings)
-    app = create_app(settings)
+    drain = StreamDrain(settings.sse_shutdown_retry_ms)
+    app = create_app(settings, stream_drain=drain)
     config = server_config(app, settings)
-    GracefulServer(config, drain=app.state.stream_drain).run()
+    GracefulServer(config, drain=drain).run()
 
 
 if __name__ == "__main__":

@@ -67,7 +67,7 @@ output, which costs history with every node the graph has.
 from spindle.shared.contracts.errors import ToolError
 from spindle.shared.graphs.node_types import NodeTypeSpec, RetryDefaults, RunKind, StateReads
 from spindle.worker.registry import ClosingPost, NodeContext, NodeResult, node_type
-from spindle.worker.tools import tool
+from spindle.worker.tools.registry import tool
 
 __all__ = [
     "ClosingPost",

@@ -28,7 +28,7 @@ from spindle.dev.embedded import (
 )
 from spindle.dev.processes import ManagedProcess, bin_path, free_port
 from spindle.shared.platform.settings import Settings
-from spindle.shared.temporal.converter import data_converter
+from spindle.shared.temporal.client import connect_temporal
 from tests.integration.redis_topologies import redis_cluster
 
 __all__ = ["redis_cluster"]  # a three-master Redis Cluster, started when a test asks
@@ -107,11 +107,7 @@ def settings(temporal_server: TemporalDevServer, redis_url: str, mongo_url: str)
 
 @pytest.fixture(scope="session")
 async def temporal_client(settings: Settings) -> Client:
-    return await Client.connect(
-        settings.temporal_address,
-        namespace=settings.temporal_namespace,
-        data_converter=data_converter(settings),
-    )
+    return await connect_temporal(settings)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,8 @@ import contextlib
 import gc
 import logging
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -23,16 +24,17 @@ from temporalio.worker import Worker
 from spindle.shared.platform.logging_setup import configure_logging, redact_url
 from spindle.shared.platform.settings import Settings
 from spindle.shared.platform.telemetry import setup_tracing, temporal_interceptors
-from spindle.shared.temporal.converter import data_converter
+from spindle.shared.temporal.client import connect_temporal
 from spindle.worker.activities import build_activities
 from spindle.worker.activities.artifacts import artifact_activities
 from spindle.worker.activities.conversation import conversation_activities
 from spindle.worker.activities.workstream import workstream_activities
 from spindle.worker.llm.base import LlmProvider
 from spindle.worker.llm.providers import provider_from_settings
-from spindle.worker.metrics_server import sdk_metrics_runtime, serve_metrics
 from spindle.worker.offerings import build_catalog, load_offerings
 from spindle.worker.sandbox import workflow_runner
+from spindle.worker.telemetry.metrics_server import sdk_metrics_runtime, serve_metrics
+from spindle.worker.tools.mcp_client import McpToolCache
 
 if TYPE_CHECKING:
     from spindle.shared.bus.message_bus import MessageBus
@@ -63,20 +65,23 @@ def build_worker(
     archive: RunArchive | None,
     llm: LlmProvider | None = None,
     task_queue: str | None = None,
+    mcp: McpToolCache | None = None,
     **worker_options: Any,
 ) -> Worker:
     """A Temporal worker running the graph workflows and all their activities.
 
     Args:
         client: connected with ``spindle.shared.temporal.converter.data_converter``.
-        settings: task queue and concurrency limits.
+        settings: task queue and concurrency limits; the activities are given them.
         bus: where activities post messages.
         archive: where they archive; None when the archive is disabled.
         llm: LLM provider; default: from ``settings.llm_provider``.
         task_queue: default: ``settings.task_queue``.
+        mcp: the process's MCP tool cache; default: a new one with ``settings``.
         worker_options: extra ``temporalio.worker.Worker`` keyword arguments.
     """
     provider = llm if llm is not None else provider_from_settings(settings)
+    mcp = mcp if mcp is not None else McpToolCache(settings)
     options: dict[str, Any] = {
         "max_concurrent_activities": settings.worker_max_concurrent_activities,
         "max_concurrent_local_activities": settings.worker_max_concurrent_activities,
@@ -92,7 +97,7 @@ def build_worker(
             client,
             task_queue=task_queue or settings.task_queue,
             workflows=workflow_classes(),
-            activities=worker_activities(bus, archive, provider),
+            activities=worker_activities(bus, archive, provider, settings=settings, mcp=mcp),
             **options,
         )
 
@@ -118,12 +123,19 @@ def _collector_paused() -> Iterator[None]:
 
 
 def worker_activities(
-    bus: MessageBus, archive: RunArchive | None, llm: LlmProvider
+    bus: MessageBus,
+    archive: RunArchive | None,
+    llm: LlmProvider,
+    *,
+    settings: Settings | None = None,
+    mcp: McpToolCache | None = None,
 ) -> list[Callable[..., Any]]:
-    """Every activity a graph run or a workstream schedules."""
+    """Every activity a graph run or a workstream schedules, given ``settings``
+    (default: read from the environment) and the process's ``mcp`` tool cache."""
+    settings = settings if settings is not None else Settings()
     return [
-        *build_activities(bus, archive, llm),
-        *workstream_activities(bus, archive),
+        *build_activities(bus, archive, llm, settings=settings, mcp=mcp),
+        *workstream_activities(bus, archive, settings=settings),
         *artifact_activities(archive),
         *conversation_activities(bus, archive),
     ]
@@ -151,12 +163,20 @@ def build_workers(
     ones of nodes a graph routes there, while their runs stay on the main queue.
     """
     provider = llm if llm is not None else provider_from_settings(settings)
+    # One MCP tool cache per process: its per-destination gate counts all its calls.
+    mcp = McpToolCache(settings)
     workers = []
     for queue in polled_queues(settings):
         if queue == settings.task_queue:
             workers.append(
                 build_worker(
-                    client, settings, bus=bus, archive=archive, llm=provider, **worker_options
+                    client,
+                    settings,
+                    bus=bus,
+                    archive=archive,
+                    llm=provider,
+                    mcp=mcp,
+                    **worker_options,
                 )
             )
             continue
@@ -169,7 +189,7 @@ def build_workers(
             Worker(
                 client,
                 task_queue=queue,
-                activities=worker_activities(bus, archive, provider),
+                activities=worker_activities(bus, archive, provider, settings=settings, mcp=mcp),
                 **options,
             )
         )
@@ -186,25 +206,31 @@ async def publish_catalog(archive: RunArchive | None) -> None:
         logger.warning("cannot publish the catalog to MongoDB: %s", exc)
 
 
-async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
-    """Run a worker until ``stop`` is set (by default: until SIGINT/SIGTERM)."""
+@dataclass(frozen=True)
+class WorkerServices:
+    """The connections one worker process runs on (``worker_services``)."""
+
+    client: Client
+    bus: MessageBus
+    archive: RunArchive | None
+    llm: LlmProvider
+
+
+@contextlib.asynccontextmanager
+async def worker_services(settings: Settings) -> AsyncIterator[WorkerServices]:
+    """Connect to Temporal, Redis and MongoDB and start the process's background loops
+    (archive catch-up, push delivery); close and stop them all on the way out."""
     from spindle.shared.bus.message_bus import MessageBus
     from spindle.shared.platform.outbound import outbound_policy
     from spindle.shared.store.archive import RunArchive
     from spindle.shared.tasks.push import DeliveryLimits, PushDelivery, PushOutbox
-    from spindle.worker.archive_outbox import ArchiveCatchUp, ArchiveOutbox, attach_outbox
-
-    if stop is None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+    from spindle.worker.archive.catch_up import ArchiveCatchUp
+    from spindle.worker.archive.outbox import ArchiveOutbox
+    from spindle.worker.archive.writes import attach_outbox
 
     tracer_provider = setup_tracing("spindle-worker", settings)
-    client = await Client.connect(
-        settings.temporal_address,
-        namespace=settings.temporal_namespace,
-        data_converter=data_converter(settings),
+    client = await connect_temporal(
+        settings,
         runtime=sdk_metrics_runtime(settings),
         # Workers inherit client interceptors: workflow and activity spans join
         # the trace of the request that started the run.
@@ -233,30 +259,7 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
                 await archive.ensure_indexes()
             except Exception as exc:
                 logger.warning("cannot create MongoDB indexes: %s", exc)
-        await publish_catalog(archive)
-        workers = build_workers(client, settings, bus=bus, archive=archive, llm=llm)
-        async with contextlib.AsyncExitStack() as running, serve_metrics(settings):
-            for worker in workers:
-                await running.enter_async_context(worker)
-            logger.info(
-                "worker polling task queue %s on Temporal %s (namespace %s); Redis %s; "
-                "MongoDB %s; LLM %s",
-                ", ".join(
-                    repr(queue) if queue == settings.task_queue else f"{queue!r} (activities only)"
-                    for queue in polled_queues(settings)
-                ),
-                settings.temporal_address,
-                settings.temporal_namespace,
-                redact_url(settings.redis_url),
-                redact_url(settings.mongo_url) if archive is not None else "disabled",
-                llm.name,
-            )
-            await stop.wait()
-            logger.info(
-                "worker stopping: polling no more, draining running activities (up to %.0f s)",
-                settings.worker_graceful_shutdown_seconds,
-            )
-        logger.info("worker stopped")
+        yield WorkerServices(client=client, bus=bus, archive=archive, llm=llm)
     finally:
         close = getattr(llm, "close", None)
         if close is not None:
@@ -270,6 +273,56 @@ async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -
             await archive.close()
         if tracer_provider is not None:
             await asyncio.to_thread(tracer_provider.shutdown)
+
+
+def stop_on_signals() -> asyncio.Event:
+    """An event SIGINT or SIGTERM sets (in the running loop)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+async def run_worker(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
+    """Run a worker until ``stop`` is set (by default: until SIGINT/SIGTERM)."""
+    if stop is None:
+        stop = stop_on_signals()
+    async with worker_services(settings) as services:
+        await publish_catalog(services.archive)
+        workers = build_workers(
+            services.client,
+            settings,
+            bus=services.bus,
+            archive=services.archive,
+            llm=services.llm,
+        )
+        async with contextlib.AsyncExitStack() as running, serve_metrics(settings):
+            for worker in workers:
+                await running.enter_async_context(worker)
+            log_polling(settings, services)
+            await stop.wait()
+            logger.info(
+                "worker stopping: polling no more, draining running activities (up to %.0f s)",
+                settings.worker_graceful_shutdown_seconds,
+            )
+        logger.info("worker stopped")
+
+
+def log_polling(settings: Settings, services: WorkerServices) -> None:
+    """Log what the worker polls and what it is connected to."""
+    logger.info(
+        "worker polling task queue %s on Temporal %s (namespace %s); Redis %s; MongoDB %s; LLM %s",
+        ", ".join(
+            repr(queue) if queue == settings.task_queue else f"{queue!r} (activities only)"
+            for queue in polled_queues(settings)
+        ),
+        settings.temporal_address,
+        settings.temporal_namespace,
+        redact_url(settings.redis_url),
+        redact_url(settings.mongo_url) if services.archive is not None else "disabled",
+        services.llm.name,
+    )
 
 
 def main(task_queues: list[str] | None = None) -> None:

@@ -36,8 +36,8 @@ from spindle.shared.graphs.node_types import (
 )
 
 if TYPE_CHECKING:
-    from spindle.worker.activities.poster import MessagePoster
     from spindle.worker.contracts import RunRef
+    from spindle.worker.posting.poster import MessagePoster
 
 logger = logging.getLogger(__name__)
 

@@ -41,7 +41,7 @@ from temporalio.worker.workflow_sandbox import _runner as sandbox_runner
 PASSTHROUGH_MODULES = (
     "spindle.shared.contracts",
     "spindle.shared.graphs",
-    "spindle.worker.policies",
+    "spindle.worker.contracts.policies",
     "pydantic",
     "pydantic_core",
     "jmespath",

@@ -1,8 +1,8 @@
 """FastAPI dependencies: the clients opened by the app's lifespan, and the caller.
 
 Routes declare what they use with these ``Annotated`` aliases; the objects
-themselves live on ``app.state`` (set in ``spindle.gateway.app.lifespan``), one per
-process, shared by every request.
+themselves live in the one ``GatewayState`` (``spindle.gateway.services.state``,
+built by ``spindle.gateway.app``'s lifespan), one per process, shared by every request.
 
 Every authenticated route (and the JSON-RPC dispatcher) learns its caller through
 ``authenticate``, which also enforces ``STREAM_TOKEN_ROUTES``: the only routes a
@@ -18,11 +18,12 @@ from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from temporalio.client import Client
 
-from spindle.gateway.auth.authenticator import Authenticator
 from spindle.gateway.limits.tenant_limits import TenantLimits
 from spindle.gateway.runs.access import RunAction, RunOwner, authorize_run
 from spindle.gateway.runs.catalog_cache import CatalogCache
 from spindle.gateway.runs.lookup import not_found
+from spindle.gateway.services.callers import Caller, caller_for, public_base_url
+from spindle.gateway.services.state import GatewayState, gateway_state
 from spindle.shared.bus.hub import SubscriptionHub
 from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.errors import Forbidden, RateLimited, Unauthorized
@@ -32,44 +33,43 @@ from spindle.shared.store.archive import RunArchive
 from spindle.shared.store.file_store import FileStore
 
 
-def get_settings(request: Request) -> Settings:
-    settings: Settings = request.app.state.settings
-    return settings
+def get_state(request: Request) -> GatewayState:
+    return gateway_state(request)
 
 
-def get_temporal(request: Request) -> Client:
-    client: Client = request.app.state.temporal
-    return client
+StateDep = Annotated[GatewayState, Depends(get_state)]
 
 
-def get_bus(request: Request) -> MessageBus:
-    bus: MessageBus = request.app.state.bus
-    return bus
+def get_settings(state: StateDep) -> Settings:
+    return state.settings
 
 
-def get_hub(request: Request) -> SubscriptionHub:
-    hub: SubscriptionHub = request.app.state.hub
-    return hub
+def get_temporal(state: StateDep) -> Client:
+    return state.temporal
 
 
-def get_archive(request: Request) -> RunArchive:
-    archive: RunArchive = request.app.state.archive
-    return archive
+def get_bus(state: StateDep) -> MessageBus:
+    return state.bus
 
 
-def get_catalog_cache(request: Request) -> CatalogCache:
-    cache: CatalogCache = request.app.state.catalog
-    return cache
+def get_hub(state: StateDep) -> SubscriptionHub:
+    return state.hub
 
 
-def get_file_store(request: Request) -> FileStore:
-    store: FileStore = request.app.state.files
-    return store
+def get_archive(state: StateDep) -> RunArchive:
+    return state.archive
 
 
-def get_limits(request: Request) -> TenantLimits:
-    limits: TenantLimits = request.app.state.limits
-    return limits
+def get_catalog_cache(state: StateDep) -> CatalogCache:
+    return state.catalog
+
+
+def get_file_store(state: StateDep) -> FileStore:
+    return state.files
+
+
+def get_limits(state: StateDep) -> TenantLimits:
+    return state.limits
 
 
 # Declared for the OpenAPI document (securitySchemes, the /docs "Authorize"
@@ -126,8 +126,7 @@ async def authenticate(request: Request) -> Identity:
         Forbidden: a stream token outside ``STREAM_TOKEN_ROUTES`` (403).
         RateLimited: the client failed to authenticate too often (429).
     """
-    authenticator: Authenticator = request.app.state.authenticator
-    identity = await authenticator.authenticate(request)
+    identity = await gateway_state(request).authenticator.authenticate(request)
     stream_scope_allows(request, identity)
     return identity
 
@@ -143,14 +142,13 @@ async def get_identity(
 
 async def optional_identity(request: Request) -> Identity | None:
     """The caller if it sent valid credentials; None otherwise (public routes)."""
-    if not (
+    sent = (
         request.headers.get("authorization")
         or request.headers.get("x-api-key")
         or request.query_params.get("access_token")
-    ):
-        authenticator: Authenticator = request.app.state.authenticator
-        if not authenticator.disabled:
-            return None
+    )
+    if not sent and not gateway_state(request).authenticator.disabled:
+        return None
     try:
         return await authenticate(request)
     except (Unauthorized, RateLimited):
@@ -199,7 +197,7 @@ async def controllable_run(
 async def _authorize(
     request: Request, workflow_id: str, identity: Identity, action: RunAction
 ) -> RunOwner:
-    state = request.app.state
+    state = gateway_state(request)
     return await authorize_run(
         workflow_id,
         identity,
@@ -213,10 +211,12 @@ async def _authorize(
 
 def base_url(request: Request) -> str:
     """The address clients should use for links (``public_url`` wins)."""
-    settings: Settings = request.app.state.settings
-    if settings.public_url:
-        return settings.public_url.rstrip("/")
-    return str(request.base_url).rstrip("/")
+    return public_base_url(request)
+
+
+def get_caller(request: Request, identity: Annotated[Identity, Depends(get_identity)]) -> Caller:
+    """The authenticated caller, with the gateway's state (for the service layer)."""
+    return caller_for(request, identity)
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
@@ -234,3 +234,4 @@ GraphWriterDep = Annotated[str, Depends(get_graph_writer)]
 ReadableRunDep = Annotated[RunOwner, Depends(readable_run)]
 ControllableRunDep = Annotated[RunOwner, Depends(controllable_run)]
 BaseUrlDep = Annotated[str, Depends(base_url)]
+CallerDep = Annotated[Caller, Depends(get_caller)]

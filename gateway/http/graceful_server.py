@@ -2,7 +2,7 @@
 
 On SIGTERM (Kubernetes stopping the pod, a rolling update) or SIGINT it stops
 accepting connections, then ends every open SSE stream at once with a
-``retry:`` hint (``spindle.gateway.streams.drain``) instead of leaving them open until
+``retry:`` hint (``spindle.gateway.http.stream_drain``) instead of leaving them open until
 the graceful-shutdown timeout cuts them mid-response; other requests get
 ``Settings.gateway_graceful_shutdown_seconds`` to finish. A shutdown that
 completed is a success: the process exits 0 rather than re-raising the signal
@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 import uvicorn
 
-from spindle.gateway.streams.drain import StreamDrain
+from spindle.gateway.http.stream_drain import StreamDrain
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ class GracefulServer(uvicorn.Server):
 
     Args:
         config: the uvicorn configuration (its app owns ``drain``).
-        drain: the app's ``StreamDrain`` (``app.state.stream_drain``).
+        drain: the app's ``StreamDrain`` (given to ``create_app``).
     """
 
     def __init__(self, config: uvicorn.Config, *, drain: StreamDrain) -> None:

@@ -25,8 +25,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from temporalio.service import RPCError
 
-from spindle.gateway.api.models import Problem
-from spindle.gateway.runs.temporal_errors import is_temporal_connect_error, temporal_error
+from spindle.gateway.http.temporal_errors import is_temporal_connect_error, temporal_error
+from spindle.gateway.models import Problem
 from spindle.shared.contracts.errors import (
     InvalidRequest,
     NotFound,

@@ -5,7 +5,7 @@ Starlette wraps ``send`` once per exception-handling layer (the app's
 ``request_response``): each wrapper only watches for ``http.response.start`` to
 know whether a response has begun. An SSE stream writes a frame per message per
 viewer, and under fan-out those wrappers were a measurable part of the
-per-viewer path (docs/benchmarks.md#stream-path). ``SpindleApp`` puts the send
+per-viewer path (docs/benchmarks-history.md#stream-path). ``SpindleApp`` puts the send
 it got from the server in the scope; a streaming response sends its start (and
 its end) through the wrapped ``send``, so every layer sees the response begin,
 and its body chunks through the server's.

@@ -9,20 +9,23 @@ background (``Settings.closed_run_sweep_seconds``).
 from __future__ import annotations
 
 import logging
-from typing import Any
 
-from spindle.gateway.protocols.jsonrpc.task_execution import settle_terminated_run
+from temporalio.client import Client
+
 from spindle.gateway.runs.children import cancel_children, open_children
+from spindle.gateway.runs.task_runs import settle_terminated_run
+from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.runs import RunStatus
 from spindle.shared.platform.settings import Settings
-from spindle.shared.store.archive import RunRecord
+from spindle.shared.store.archive import RunArchive, RunRecord
+from spindle.shared.tasks.store import TaskStore
 from spindle.shared.tasks.webhooks import Webhooks
 from spindle.shared.temporal.closed_runs import ClosedRunSweep, OnClosed
 
 log = logging.getLogger(__name__)
 
 
-def settle_tasks_hook(state: Any) -> OnClosed:
+def settle_tasks_hook(temporal: Client, bus: MessageBus, tasks: TaskStore) -> OnClosed:
     """``on_closed`` for the reconciler: the run's tasks (if any) end with it, so do
     its open workstreams when Temporal closed it without running its code (terminate
     from the Temporal UI or CLI, a timeout: children are ABANDON), and its webhook
@@ -30,12 +33,14 @@ def settle_tasks_hook(state: Any) -> OnClosed:
 
     async def settle(record: RunRecord | None, status: RunStatus, reason: str) -> None:
         if record is not None and status in (RunStatus.TERMINATED, RunStatus.TIMED_OUT):
-            children = await open_children(state.temporal, record.workflow_id)
-            await cancel_children(state.temporal, children)
+            children = await open_children(temporal, record.workflow_id)
+            await cancel_children(temporal, children)
         if record is None:
             return
         try:
-            await settle_terminated_run(state, record.tenant_id, record.workflow_id, reason)
+            await settle_terminated_run(
+                tasks, bus.redis, record.tenant_id, record.workflow_id, reason
+            )
         except Exception as exc:
             log.error("run %s closed but its tasks were not updated: %s", record.workflow_id, exc)
         # No finish_run ran, so the run's webhook hears of its end from here (once:
@@ -47,7 +52,7 @@ def settle_tasks_hook(state: Any) -> OnClosed:
             "error": reason,
         }
         try:
-            await Webhooks(state.bus.redis).notify(
+            await Webhooks(bus.redis).notify(
                 record.workflow_id, status.value, data, occurrence="closed-outside"
             )
         except Exception as exc:
@@ -56,15 +61,22 @@ def settle_tasks_hook(state: Any) -> OnClosed:
     return settle
 
 
-def closed_run_sweep(state: Any, settings: Settings) -> ClosedRunSweep | None:
+def closed_run_sweep(
+    settings: Settings,
+    *,
+    temporal: Client,
+    bus: MessageBus,
+    archive: RunArchive,
+    on_closed: OnClosed,
+) -> ClosedRunSweep | None:
     """The sweep of this gateway process; None when switched off or without an archive."""
     if settings.closed_run_sweep_seconds <= 0 or not settings.archive_enabled:
         return None
     return ClosedRunSweep(
-        temporal=state.temporal,
-        bus=state.bus,
-        archive=state.archive,
+        temporal=temporal,
+        bus=bus,
+        archive=archive,
         interval=settings.closed_run_sweep_seconds,
         batch=settings.closed_run_sweep_batch,
-        on_closed=state.on_run_closed,
+        on_closed=on_closed,
     )

@@ -22,8 +22,8 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
+from spindle.gateway.http.temporal_errors import temporal_error
 from spindle.gateway.runs.temporal import RPC_TIMEOUT
-from spindle.gateway.runs.temporal_errors import temporal_error
 from spindle.gateway.runs.updates import UPDATE_TIMEOUT
 from spindle.shared.contracts.conversations import (
     CONVERSATION_RUNS_QUERY,

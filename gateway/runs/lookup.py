@@ -15,7 +15,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowExecutionDescription
 from temporalio.exceptions import TemporalError
 
-from spindle.gateway.api.models import HistoryBudget, RunDetail
+from spindle.gateway.models import HistoryBudget, RunDetail
 from spindle.gateway.runs.temporal import (
     GRAPH_KEY,
     TENANT_KEY,

@@ -1,10 +1,8 @@
 """Starting a run: validate everything first, then start ``GraphRun`` by name.
 
-Every path that starts runs (REST ``POST /runs``, fork, JSON-RPC
-``tasks.execute`` single or in a batch, A2A message/send and message/stream)
-first calls ``admit_run_start``: the tenant's run-start limit, counted once per
-start. The start functions here take its ``RunStartPermit``, so no path can
-start a run without passing the limit.
+Every path that starts runs goes through ``spindle.gateway.services.run_starts``,
+which takes the tenant's run-start permit (``RunStartPermit``) first: the start
+functions here take it, so no path can start a run without passing the limit.
 
 Nothing is started or written when validation fails. Once Temporal has
 accepted the start the run is real: the archive document and the stream's
@@ -29,13 +27,13 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
-from spindle.gateway.api.models import (
+from spindle.gateway.http.temporal_errors import temporal_error
+from spindle.gateway.models import (
     RunWebhook,
     StartRunRequest,
     StartRunResponse,
     WebhookCreated,
 )
-from spindle.gateway.limits.tenant_limits import TenantLimits
 from spindle.gateway.runs.catalog_cache import CatalogCache
 from spindle.gateway.runs.conversations import submit_to_conversation
 from spindle.gateway.runs.temporal import (
@@ -45,7 +43,6 @@ from spindle.gateway.runs.temporal import (
     new_workflow_id,
     temporal_ui_url,
 )
-from spindle.gateway.runs.temporal_errors import temporal_error
 from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.conversations import ConversationRunState, IfBusy
 from spindle.shared.contracts.errors import NotFound, OutboundRefused
@@ -67,19 +64,10 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class RunStartPermit:
-    """Proof that one run start of ``tenant_id`` passed the tenant's run-start limit."""
+    """Proof that one run start of ``tenant_id`` passed the tenant's run-start limit
+    (issued by ``spindle.gateway.services.run_starts.admit_start`` only)."""
 
     tenant_id: str
-
-
-async def admit_run_start(limits: TenantLimits, tenant_id: str) -> RunStartPermit:
-    """Count one run start against the tenant's limit (every start path calls this).
-
-    Raises:
-        RateLimited: over ``rate_limit_run_starts`` (429 / -32005, Retry-After).
-    """
-    await limits.check_run_start(tenant_id)
-    return RunStartPermit(tenant_id)
 
 
 async def resolve_graph(body: StartRunRequest, archive: RunArchive, tenant_id: str) -> GraphSpec:
@@ -188,7 +176,6 @@ async def start_run(
         catalog=catalog,
         settings=settings,
     )
-    spec = run_input.graph
     workflow_id = new_workflow_id(tenant_id, idempotency_key)
     webhook = None
     if body.webhook is not None:
@@ -206,40 +193,89 @@ async def start_run(
             bus=bus,
             settings=settings,
             base_url=base_url,
-            spec=spec,
+            spec=run_input.graph,
         )
-        return response.model_copy(update={"webhook": webhook}), started
+    else:
+        response, started = await _start_alone(
+            run_input,
+            workflow_id,
+            permit=permit,
+            idempotent=bool(idempotency_key),
+            temporal=temporal,
+            archive=archive,
+            bus=bus,
+            settings=settings,
+            base_url=base_url,
+        )
+    return response.model_copy(update={"webhook": webhook}), started
+
+
+async def _start_alone(
+    run_input: GraphRunInput,
+    workflow_id: str,
+    *,
+    permit: RunStartPermit,
+    idempotent: bool,
+    temporal: Client,
+    archive: RunArchive,
+    bus: MessageBus,
+    settings: Settings,
+    base_url: str,
+) -> tuple[StartRunResponse, bool]:
+    """A run of no conversation: started now (or, for a repeated key, the earlier one)."""
     try:
         handle = await start_workflow(
-            temporal, run_input, workflow_id, settings, permit, idempotent=bool(idempotency_key)
+            temporal, run_input, workflow_id, settings, permit, idempotent=idempotent
         )
     except WorkflowAlreadyStartedError as exc:
         # A retried POST whose run already finished: answer with that run.
-        run_id = exc.run_id or ""
-        replayed = _response(settings, base_url, workflow_id, run_id)
-        return replayed.model_copy(update={"webhook": webhook}), False
+        return start_response(settings, base_url, workflow_id, exc.run_id or ""), False
     except RPCError as exc:
         raise temporal_error(exc) from exc
-
     run_id = handle.result_run_id or handle.first_execution_run_id or ""
     # With USE_EXISTING the server says whether it started a new execution;
     # the SDK keeps that answer only on the handle's start response.
     start_reply = getattr(handle, "_start_workflow_response", None)
     started = bool(getattr(start_reply, "started", True))
-    response = _response(settings, base_url, workflow_id, run_id)
-    response.webhook = webhook
+    response = start_response(settings, base_url, workflow_id, run_id)
     if started:
         metrics.run_started()
-        await _record_start(
+        await record_start(
             archive,
             bus,
-            spec=spec,
+            spec=run_input.graph,
             run_input=run_input,
             workflow_id=workflow_id,
             run_id=run_id,
             response=response,
         )
     return response, started
+
+
+async def start_prepared_run(
+    run_input: GraphRunInput,
+    *,
+    permit: RunStartPermit,
+    temporal: Client,
+    archive: RunArchive,
+    bus: MessageBus,
+    settings: Settings,
+    base_url: str,
+) -> StartRunResponse:
+    """Start a run whose ``GraphRunInput`` is built already (a fork of another run)."""
+    workflow_id = new_workflow_id(run_input.tenant_id, None)
+    response, _ = await _start_alone(
+        run_input,
+        workflow_id,
+        permit=permit,
+        idempotent=False,
+        temporal=temporal,
+        archive=archive,
+        bus=bus,
+        settings=settings,
+        base_url=base_url,
+    )
+    return response
 
 
 async def register_webhook(
@@ -296,7 +332,7 @@ async def _start_in_conversation(
     )
     queued = ack.state == ConversationRunState.QUEUED
     # The stream does not care for the run id: "latest" until the run has one.
-    response = _response(settings, base_url, workflow_id, ack.run_id or "latest")
+    response = start_response(settings, base_url, workflow_id, ack.run_id or "latest")
     response = response.model_copy(
         update={
             "run_id": ack.run_id or "",
@@ -306,7 +342,7 @@ async def _start_in_conversation(
         }
     )
     metrics.run_started()
-    await _record_start(
+    await record_start(
         archive,
         bus,
         spec=spec,
@@ -328,7 +364,7 @@ async def start_workflow(
     *,
     idempotent: bool,
 ) -> WorkflowHandle[Any, Any]:
-    """Start ``GraphRun`` (the one place runs are started; ``permit`` from ``admit_run_start``)."""
+    """Start ``GraphRun`` (the one place runs are started; ``permit`` from ``admit_start``)."""
     if permit.tenant_id != run_input.tenant_id:
         raise ValueError("a run start permit is for its own tenant only")
     run_input = run_input.model_copy(update={"max_live_workstreams": settings.max_live_workstreams})
@@ -355,7 +391,9 @@ async def start_workflow(
     )
 
 
-def _response(settings: Settings, base_url: str, workflow_id: str, run_id: str) -> StartRunResponse:
+def start_response(
+    settings: Settings, base_url: str, workflow_id: str, run_id: str
+) -> StartRunResponse:
     run_path = f"{base_url}/runs/{workflow_id}/{run_id}"
     return StartRunResponse(
         workflow_id=workflow_id,
@@ -367,7 +405,7 @@ def _response(settings: Settings, base_url: str, workflow_id: str, run_id: str) 
     )
 
 
-async def _record_start(
+async def record_start(
     archive: RunArchive,
     bus: MessageBus,
     *,

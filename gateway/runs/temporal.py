@@ -16,7 +16,7 @@ from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExec
 from temporalio.common import SearchAttributeKey
 from temporalio.service import RPCError, RPCStatusCode
 
-from spindle.gateway.runs.temporal_errors import temporal_error
+from spindle.gateway.http.temporal_errors import temporal_error
 from spindle.shared.contracts.runs import RunStatus
 from spindle.shared.platform.settings import Settings
 

@@ -28,8 +28,8 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from spindle.gateway.http.temporal_errors import temporal_error
 from spindle.gateway.runs.lookup import closed_or_unknown
-from spindle.gateway.runs.temporal_errors import temporal_error
 from spindle.shared.contracts.errors import SpindleError, Unavailable
 from spindle.shared.platform.telemetry import joined_run_trace
 from spindle.shared.store.archive import RunArchive

@@ -39,11 +39,11 @@ from temporalio.client import (
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
-from spindle.gateway.api.models import StartRunRequest
+from spindle.gateway.http.temporal_errors import temporal_error
+from spindle.gateway.models import StartRunRequest
 from spindle.gateway.runs.catalog_cache import CatalogCache
 from spindle.gateway.runs.starter import build_run_input, run_memo, run_search_attributes
 from spindle.gateway.runs.temporal import RPC_TIMEOUT, TENANT_KEY
-from spindle.gateway.runs.temporal_errors import temporal_error
 from spindle.gateway.schedules.models import (
     BackfillRequest,
     CreateScheduleRequest,
@@ -52,6 +52,8 @@ from spindle.gateway.schedules.models import (
     ScheduleDetail,
     ScheduledRun,
 )
+from spindle.gateway.services.callers import Caller
+from spindle.gateway.services.run_starts import admit_start
 from spindle.shared.contracts.errors import Conflict, NotFound, SpindleError, ValidationFailed
 from spindle.shared.contracts.runs import GRAPH_RUN_WORKFLOW, GraphRunInput
 from spindle.shared.platform.settings import Settings
@@ -86,20 +88,13 @@ def not_found(schedule_id: str) -> NotFound:
 class ScheduleService:
     """The tenant-scoped schedule operations the routes call."""
 
-    def __init__(
-        self,
-        temporal: Client,
-        *,
-        tenant_id: str,
-        archive: RunArchive,
-        catalog: CatalogCache,
-        settings: Settings,
-    ) -> None:
-        self.temporal = temporal
-        self.tenant_id = tenant_id
-        self.archive = archive
-        self.catalog = catalog
-        self.settings = settings
+    def __init__(self, caller: Caller) -> None:
+        self.caller = caller
+        self.temporal: Client = caller.state.temporal
+        self.tenant_id = caller.tenant_id
+        self.archive: RunArchive = caller.state.archive
+        self.catalog: CatalogCache = caller.state.catalog
+        self.settings: Settings = caller.state.settings
 
     def _handle(self, schedule_id: str) -> ScheduleHandle:
         return self.temporal.get_schedule_handle(temporal_schedule_id(self.tenant_id, schedule_id))
@@ -230,7 +225,13 @@ class ScheduleService:
             raise _schedule_error(exc, schedule_id) from exc
 
     async def trigger(self, schedule_id: str, overlap: OverlapPolicy | None) -> None:
-        """Start one run now (even when the schedule is paused)."""
+        """Start one run now (even when the schedule is paused).
+
+        Raises:
+            RateLimited: over the tenant's run-start limit, like ``POST /runs``
+                (docs/schedules.md).
+        """
+        await admit_start(self.caller)
         handle = self._handle(schedule_id)
         try:
             await handle.trigger(
@@ -244,6 +245,7 @@ class ScheduleService:
 
         Raises:
             ValidationFailed: the span is longer than ``schedule_backfill_max_days``.
+            RateLimited: over the tenant's run-start limit (one start is counted).
         """
         limit = timedelta(days=self.settings.schedule_backfill_max_days)
         if body.end - body.start > limit:
@@ -258,6 +260,7 @@ class ScheduleService:
                     }
                 ],
             )
+        await admit_start(self.caller)
         handle = self._handle(schedule_id)
         try:
             await handle.backfill(

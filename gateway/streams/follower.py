@@ -256,7 +256,7 @@ class StreamFollower:
         For a consumer on the fan-out path (the SSE pump): awaiting this
         directly rather than an async generator keeps a viewer's wake-up a few
         frames shorter, which with a thousand viewers of one run is most of
-        the gateway's own time per message (docs/benchmarks.md#stream-path).
+        the gateway's own time per message (docs/benchmarks-history.md#stream-path).
         """
         assert self._sub is not None, "open() first"
         if self._backlog:

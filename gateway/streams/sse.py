@@ -8,7 +8,7 @@ fill idle time. The response ends right after the message that ends the
 conversation, and when the live feed breaks (``SubscriptionLost``) so that the
 client resumes with ``Last-Event-ID``. When the gateway process stops,
 ``StreamDrain`` ends every open stream at once with a ``retry:`` hint
-(``spindle.gateway.streams.drain``), for the same resume elsewhere. A live
+(``spindle.gateway.http.stream_drain``), for the same resume elsewhere. A live
 frame that finds the stream waiting is written from the subscription hub's
 dispatch rather than by the stream's task
 (docs/streaming/gap-free.md#what-a-live-message-costs-a-gateway).
@@ -33,8 +33,8 @@ from starlette.types import Message, Receive, Scope, Send
 
 from spindle.gateway.http.problems import spindle_problem
 from spindle.gateway.http.server_send import body_send, send_now
+from spindle.gateway.http.stream_drain import StreamDrain
 from spindle.gateway.limits.tenant_limits import StreamLease
-from spindle.gateway.streams.drain import StreamDrain
 from spindle.gateway.streams.follower import (
     BACKLOG_CHUNK,
     Sequenced,
@@ -239,7 +239,7 @@ class RunEventStream:
                 (``StreamFollower.hand_live_to``): with a thousand viewers
                 of one run, waking a task per viewer per message made the
                 last viewer's frame about a third later
-                (docs/benchmarks.md#live-frames-from-the-hubs-dispatch-issue-17).
+                (docs/benchmarks-history.md#live-frames-from-the-hubs-dispatch-issue-17).
         """
         head = b"retry: %d\n\n" % self._retry_ms
         if not self._follower.backlog_pending:

@@ -108,7 +108,7 @@ class NodeTypeSpec:
             ``local: false`` or a task queue: for short pure types (router, output),
             whose work is an expression and a post, a trip through the Temporal
             server's task queues would cost more than the node itself
-            (docs/benchmarks.md#node-cost-and-throughput-run).
+            (docs/benchmarks-history.md#node-cost-and-throughput-run).
         sets_run_output: its output is the run's result (else the last node's is).
         rules: checks only this type has, run by graph validation.
         inline_node: the param holding a node definition the type runs itself

@@ -13,7 +13,7 @@ process keeps, per destination:
 
 The push outbox checks and counts without waiting (``has_room``, ``take``,
 ``give``: its dispatcher skips busy destinations and goes on); a direct caller
-such as the MCP client waits for a slot with ``slot``. docs/protocols.md
+such as the MCP client waits for a slot with ``slot``. docs/protocols/outbound.md
 ("Outbound requests") describes both.
 """
 

@@ -23,7 +23,7 @@ NAT, link-local (which holds the cloud metadata address 169.254.169.254),
 multicast, unspecified, reserved and any other non-global address, also when
 embedded in IPv6 (IPv4-mapped, IPv4-compatible, 6to4, NAT64). The
 ``outbound_allow`` setting lists host names and CIDRs that are let through
-anyway (``spindle dev`` allows loopback). docs/protocols.md describes the policy.
+anyway (``spindle dev`` allows loopback). docs/protocols/outbound.md describes the policy.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ delivery carries three headers: ``webhook-id`` (the same for every retry of one
 event, so a receiver can drop duplicates), ``webhook-timestamp`` (Unix seconds
 of this attempt, so a receiver can refuse replays) and ``webhook-signature``
 (``v1,`` then the base64 of HMAC-SHA256 over ``<id>.<timestamp>.<body>`` keyed
-with the secret's bytes). See docs/protocols.md "Completion webhooks".
+with the secret's bytes). See docs/protocols/outbound.md "Completion webhooks".
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ Keys (one hash tag so the Lua scripts run on Redis Cluster)::
                                    workers never deliver the same queue at once)
     spindle:{push}:dead            LIST of jobs given up after MAX_ATTEMPTS
 
-Isolation (docs/protocols.md "Push notifications"): a delivery loop never waits
+Isolation (docs/protocols/outbound.md "Delivery isolation"): a delivery loop never waits
 for a batch of POSTs. It peeks at the due roots, picks them round-robin across
 tenants, starts each picked root's delivery as a task of its own (at most
 ``push_max_in_flight`` per process, ``push_per_destination`` per host and port)

@@ -245,6 +245,70 @@ class TaskStore:
             frontier = [task.id for task in level]
         return found
 
+    async def claim_root(self, tenant_id: str, root_id: str, workflow_id: str) -> bool:
+        """Start the root of a tree in run ``workflow_id``: only a pending root that
+        belongs to no run is claimed (False otherwise, nothing written)."""
+        claimed = await self.tasks.find_one_and_update(
+            {"_id": root_id, "tenant_id": tenant_id, "status": "pending", "workflow_id": None},
+            {
+                "$set": {
+                    "status": "in_progress",
+                    "progress": 0.0,
+                    "workflow_id": workflow_id,
+                    "root_task_id": root_id,
+                    "result": None,
+                    "error": None,
+                    "completed_at": None,
+                },
+                "$inc": {"version": 1},
+                # The root starts with the run; its nodes' tasks when their node does.
+                "$currentDate": {"updated_at": True, "started_at": True},
+            },
+        )
+        return claimed is not None
+
+    async def link_to_run(
+        self, tenant_id: str, task_ids: list[str], *, root_id: str, workflow_id: str
+    ) -> bool:
+        """Link pending tasks of no run to run ``workflow_id`` under ``root_id``;
+        True when every one of them was linked."""
+        linked = await self.tasks.update_many(
+            {
+                "_id": {"$in": task_ids},
+                "tenant_id": tenant_id,
+                "status": "pending",
+                "workflow_id": None,
+            },
+            {
+                "$set": {"workflow_id": workflow_id, "root_task_id": root_id, "progress": 0.0},
+                "$inc": {"version": 1},
+                "$currentDate": {"updated_at": True},
+            },
+        )
+        return linked.modified_count == len(task_ids)
+
+    async def unlink_from_run(self, tenant_id: str, task_ids: list[str], workflow_id: str) -> None:
+        """Undo ``claim_root``/``link_to_run`` of run ``workflow_id`` (pending again)."""
+        await self.tasks.update_many(
+            {"tenant_id": tenant_id, "_id": {"$in": task_ids}, "workflow_id": workflow_id},
+            {
+                "$set": {
+                    "status": "pending",
+                    "workflow_id": None,
+                    "root_task_id": None,
+                    "started_at": None,
+                },
+                "$inc": {"version": 1},
+                "$currentDate": {"updated_at": True},
+            },
+        )
+
+    async def run_members(self, tenant_id: str, workflow_id: str) -> list[dict[str, Any]]:
+        """The stored documents of every task of the tenant linked to run ``workflow_id``."""
+        return await self.tasks.find({"tenant_id": tenant_id, "workflow_id": workflow_id}).to_list(
+            None
+        )
+
     async def delete_if(self, tenant_id: str, task_id: str, *, status: str) -> bool:
         """Delete the task if its status is still ``status``."""
         result = await self.tasks.delete_one(

@@ -1,5 +1,5 @@
 """Run webhooks: a run's completion, failure or question POSTed to a URL the
-caller gave on ``POST /runs`` (docs/protocols.md "Completion webhooks").
+caller gave on ``POST /runs`` (docs/protocols/outbound.md "Completion webhooks").
 
 They reuse the push outbox (``shared.tasks.push``): the gateway stores the
 webhook as a ``PushConfig`` (with its signing secret) under the root

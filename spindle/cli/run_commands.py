@@ -57,19 +57,9 @@ def add_runs_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
 
 
 async def _connect(settings: Settings) -> Client:
-    from temporalio.client import Client
+    from spindle.shared.temporal.client import connect_temporal
 
-    from spindle.shared.contracts.errors import Unavailable
-    from spindle.shared.temporal.converter import data_converter
-
-    try:
-        return await Client.connect(
-            settings.temporal_address,
-            namespace=settings.temporal_namespace,
-            data_converter=data_converter(settings),
-        )
-    except RuntimeError as exc:  # the SDK's "Failed client connect: …"
-        raise Unavailable(f"Temporal at {settings.temporal_address}: {exc}") from exc
+    return await connect_temporal(settings)
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
@@ -77,7 +67,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
     from spindle.shared.contracts.errors import NotFound
     from spindle.shared.platform.settings import get_settings
-    from spindle.worker.replay import fetch_history, replay
+    from spindle.worker.replay.histories import fetch_history
+    from spindle.worker.replay.replayer import replay
 
     async def replayed() -> tuple[int, list[Any]]:
         client = await _connect(get_settings())

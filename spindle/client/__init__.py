@@ -31,6 +31,7 @@ from spindle.client.errors import (
 from spindle.client.models import (
     Accepted,
     ArchivedNodeReport,
+    HistoryBudget,
     RunBundle,
     RunInfo,
     RunPage,
@@ -40,6 +41,7 @@ from spindle.client.models import (
     StreamedMessage,
     StreamToken,
     UploadedFile,
+    WebhookCreated,
 )
 from spindle.client.stream import MessageCursor, MessageStream
 from spindle.client.sync_client import SpindleClient, SyncMessageStream
@@ -62,6 +64,7 @@ __all__ = [
     "ConflictError",
     "ConnectionFailed",
     "ForbiddenError",
+    "HistoryBudget",
     "LiveText",
     "MessageCursor",
     "MessageStream",
@@ -85,4 +88,5 @@ __all__ = [
     "UnavailableError",
     "UploadedFile",
     "ValidationError",
+    "WebhookCreated",
 ]

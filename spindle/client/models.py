@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from spindle.shared.contracts.budgets import BudgetState
 from spindle.shared.contracts.messages import (
     AgentMessage,
     AgentMessageType,
@@ -27,8 +28,23 @@ class _Answer(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+class WebhookCreated(_Answer):
+    """The completion webhook a run was started with, and the secret that signs
+    its POSTs (generated when the request gave none; shown only here)."""
+
+    url: str
+    events: list[str]
+    secret: str
+
+
 class StartedRun(_Answer):
-    """``POST /runs``: the new run and where to watch it."""
+    """``POST /runs``: the new run and where to watch it.
+
+    Attributes:
+        state: ``started``, or ``queued`` when its conversation has a run going
+            (it starts after that one).
+        position: when queued, how many runs of the conversation start before it.
+    """
 
     workflow_id: str
     run_id: str
@@ -36,10 +52,23 @@ class StartedRun(_Answer):
     updates_url: str
     status_url: str
     temporal_ui_url: str | None = None
+    webhook: WebhookCreated | None = None
+    conversation_id: str | None = None
+    state: str = "started"
+    position: int | None = None
 
 
 class RunSummary(_Answer):
-    """One run in ``GET /runs``."""
+    """One run in ``GET /runs``, as the archive keeps it.
+
+    Attributes:
+        current_node_id: the node the run is at (``currentNodeId`` on the wire).
+        trace: where the run's NodeMessages are kept.
+        trace_id: the run's trace id (``traceId``); None when tracing was off.
+        traceparent: the W3C trace context the run was started in.
+    """
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
     workflow_id: str
     run_id: str
@@ -48,12 +77,18 @@ class RunSummary(_Answer):
     graph_name: str | None = None
     status: str
     input: Any = None
+    context: dict[str, Any] = Field(default_factory=dict)
     output: Any = None
     error: str | None = None
     current_nodes: list[str] = Field(default_factory=list)
     pending_input: dict[str, Any] | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    temporal_ui_url: str | None = None
+    current_node_id: str | None = Field(None, alias="currentNodeId")
+    trace: dict[str, Any] = Field(default_factory=dict)
+    trace_id: str | None = Field(None, alias="traceId")
+    traceparent: str | None = None
 
 
 class RunPage(_Answer):
@@ -65,8 +100,26 @@ class RunPage(_Answer):
     offset: int
 
 
+class HistoryBudget(_Answer):
+    """How much of Temporal's history limits a run's current execution uses."""
+
+    events: int
+    bytes: int
+    events_limit: int
+    bytes_limit: int
+    used: float
+    """The larger of events/events_limit and bytes/bytes_limit."""
+
+
 class RunInfo(_Answer):
-    """``GET /runs/{workflowId}``: status, current nodes, pending input, node reports."""
+    """``GET /runs/{workflowId}``: status, current nodes, pending input, node reports.
+
+    Attributes:
+        budget: the run's budget and what it has used; None without a budget.
+        deadline_at: when the run's deadline falls (ISO 8601); None without one.
+        history: its Temporal history size against the limits; None when
+            Temporal no longer has the run.
+    """
 
     workflow_id: str
     run_id: str | None = None
@@ -84,6 +137,9 @@ class RunInfo(_Answer):
     created_at: datetime | None = None
     updated_at: datetime | None = None
     closed_at: datetime | None = None
+    budget: BudgetState | None = None
+    deadline_at: str | None = None
+    history: HistoryBudget | None = None
     temporal_ui_url: str | None = None
     stream_url: str | None = None
     updates_url: str | None = None
@@ -118,6 +174,8 @@ class RunBundle(_Answer):
         trace: the run's NodeMessages, in order.
         trace_ids: ``run`` (the run's trace id) and ``messages`` (``seq``,
             ``traceId``, ``spanId`` per message); empty when tracing was off.
+        answer_attempts: every answer attempt on the run's prompts (``user_id``,
+            ``at``, ``outcome``, ``node_id``, ``detail``).
     """
 
     run: RunInfo
@@ -126,6 +184,7 @@ class RunBundle(_Answer):
     history: list[dict[str, Any]] = Field(default_factory=list)
     trace: list[dict[str, Any]] = Field(default_factory=list)
     trace_ids: dict[str, Any] = Field(default_factory=dict)
+    answer_attempts: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class Accepted(_Answer):
@@ -140,6 +199,7 @@ class UploadedFile(_Answer):
     """A file stored with a run."""
 
     file_id: str
+    tenant_id: str | None = None
     workflow_id: str
     name: str
     content_type: str

@@ -68,7 +68,7 @@ def stack_overrides(config: DevConfig) -> dict[str, Any]:
         "gateway_port": config.gateway_port,
         **auth,
         # Push callbacks to a receiver on this machine are what local development
-        # needs; the banner says loopback is allowed (docs/protocols.md).
+        # needs; the banner says loopback is allowed (docs/protocols/outbound.md).
         "outbound_allow": DEV_OUTBOUND_ALLOW,
     }
 
@@ -110,9 +110,10 @@ async def _wait_for_worker_polling(
     from temporalio.api.enums.v1 import TaskQueueType
     from temporalio.api.taskqueue.v1 import TaskQueue
     from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-    from temporalio.client import Client
 
-    client = await Client.connect(settings.temporal_address, namespace=settings.temporal_namespace)
+    from spindle.shared.temporal.client import connect_temporal
+
+    client = await connect_temporal(settings)
     request = DescribeTaskQueueRequest(
         namespace=settings.temporal_namespace,
         task_queue=TaskQueue(name=settings.task_queue),

@@ -98,7 +98,7 @@ async def bench_items(
     from spindle.shared.graphs.structure import parse_graph
     from spindle.worker.main import build_worker
     from spindle.worker.offerings import load_tools
-    from spindle.worker.tools import tool
+    from spindle.worker.tools.registry import tool
 
     if "bench_echo" not in load_tools():
 

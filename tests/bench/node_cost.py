@@ -101,7 +101,7 @@ async def archiving(
     bus: MessageBus, archive: RunArchive, settings: Settings
 ) -> AsyncIterator[None]:
     """The archive outbox attached and its archiver running, as ``run_worker`` does."""
-    from spindle.worker.archive_outbox import archiver_running
+    from spindle.worker.archive.catch_up import archiver_running
 
     async with archiver_running(archive, bus.redis, settings.mongo_db):
         yield

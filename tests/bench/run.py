@@ -173,7 +173,7 @@ async def bench_nodes(
 ) -> dict[str, Any]:
     from spindle.shared.graphs.structure import parse_graph
     from spindle.worker.main import build_worker
-    from spindle.worker.tools import tool
+    from spindle.worker.tools.registry import tool
 
     @tool(name="bench_echo")
     def bench_echo(value: int = 0) -> int:

@@ -97,9 +97,9 @@ async def bench_telemetry(
     from spindle.shared.graphs.structure import parse_graph
     from spindle.shared.platform.telemetry import temporal_interceptors
     from spindle.worker.main import build_worker
-    from spindle.worker.metrics_server import sdk_metrics_runtime, serve_metrics
     from spindle.worker.offerings import load_tools
-    from spindle.worker.tools import tool
+    from spindle.worker.telemetry.metrics_server import sdk_metrics_runtime, serve_metrics
+    from spindle.worker.tools.registry import tool
 
     if "bench_echo" not in load_tools():  # the chain's node body (as in the nodes section)
 

@@ -25,12 +25,12 @@ from typing import Any
 
 from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.platform.settings import Settings
-from spindle.worker.activities.chunk_poster import ChunkPoster
-from spindle.worker.activities.poster import MessagePoster
 from spindle.worker.contracts import ChatMessage, RunRef
 from spindle.worker.llm.base import LlmResponse, LlmStreamEvent, TextDelta
 from spindle.worker.llm.chunk_batcher import ChunkBatcher
 from spindle.worker.llm.token_relay import ChunkSink, relay_tokens
+from spindle.worker.posting.chunk_poster import ChunkPoster
+from spindle.worker.posting.poster import MessagePoster
 
 _PROSE = (
     "the run keeps every message in a capped list and publishes it on the channel so "

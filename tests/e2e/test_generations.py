@@ -18,7 +18,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from spindle.gateway.runs.temporal import TENANT_KEY
 from spindle.shared.contracts.runs import GRAPH_RUN_WORKFLOW, GraphRunInput, GraphRunResult
-from spindle.worker.replay import main as replay_main
+from spindle.worker.replay.replayer import main as replay_main
 from tests.e2e.conftest import Caller, SpindleStack
 from tests.history_volume import loop_graph
 

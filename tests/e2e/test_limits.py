@@ -6,11 +6,16 @@ served by the e2e stack's worker; other tenants are not affected."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
+import mcp_types as types
 import pytest
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
 
 from spindle.dev.processes import free_port
 from spindle.shared.platform.settings import Settings
@@ -42,10 +47,12 @@ def tight_gateway(stack: SpindleStack, artifacts_dir: Path) -> Iterator[str]:
     proc.stop()
 
 
-async def client_of(settings: Settings, base: str, tenant: str) -> httpx.AsyncClient:
+async def client_of(
+    settings: Settings, base: str, tenant: str, roles: list[str] | None = None
+) -> httpx.AsyncClient:
     keys = ApiKeyStore.from_settings(settings)
     try:
-        created = await keys.create(tenant_id=tenant, user_id="user")
+        created = await keys.create(tenant_id=tenant, user_id="user", roles=roles)
     finally:
         await keys.close()
     headers = {"Authorization": f"Bearer {created.key}"}
@@ -195,6 +202,44 @@ async def test_every_path_that_starts_runs_takes_the_run_start_limit(
     assert info["metadata"]["reason"] == "RATE_LIMITED"
     assert (await busy.get("/runs")).json()["total"] == RUN_STARTS, "nothing else started"
     assert (await calm.post("/", json=execute_call("calm"))).json()["result"]["status"] == "started"
+
+
+async def test_schedule_starts_and_mcp_tool_calls_take_the_run_start_limit(
+    stack: SpindleStack, tight_gateway: str, unique: str
+) -> None:
+    # Every door starts runs through one service (spindle.gateway.services.run_starts):
+    # a schedule's trigger and backfill and an MCP tool call are counted like POST /runs.
+    admin = await client_of(stack.settings, tight_gateway, f"sched-{unique}", roles=["admin"])
+    async with admin:
+        spec = example_graph("approval-flow")
+        assert (await admin.put(f"/graphs/{spec['name']}", json=spec)).status_code in (200, 201)
+        schedule = {
+            "id": f"hourly-{unique}",
+            "graph": spec["name"],
+            "input": {"topic": "limits"},
+            "interval_seconds": 3600,
+            "paused": True,
+        }
+        assert (await admin.post("/schedules", json=schedule)).status_code == 201
+        url = f"/schedules/{schedule['id']}"
+        assert (await admin.post(f"{url}/trigger")).status_code == 202
+        assert (await admin.post("/runs", json=start_body())).status_code == 201
+
+        now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+        span = {"start": (now - timedelta(hours=3)).isoformat(), "end": now.isoformat()}
+        throttled(await admin.post(f"{url}/backfill", json=span), "rate_limit_run_starts")
+        throttled(await admin.post(f"{url}/trigger"), "rate_limit_run_starts")
+
+        headers = {"Authorization": admin.headers["Authorization"]}
+        async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+            transport = streamable_http_client(f"{tight_gateway}/mcp", http_client=http)
+            async with Client(transport) as mcp:
+                with pytest.raises(MCPError) as refused:
+                    await mcp.call_tool(spec["name"], {"topic": "over the limit"})
+        assert refused.value.code == types.INTERNAL_ERROR
+        assert "rate_limit_run_starts" in refused.value.message
+        listed = (await admin.get("/runs", params={"graph": spec["name"]})).json()
+        assert listed["total"] <= RUN_STARTS, "no refused start left a run behind"
 
 
 async def test_a_batch_over_the_cap_is_refused_before_any_member_runs(

@@ -2,7 +2,7 @@
 
 Each registered graph of the caller's tenant is a tool whose input schema is the
 graph's; a call starts a run, reports its progress and returns its output; a HITL
-prompt comes to the client as an elicitation (docs/protocols.md, MCP). Both ways of
+prompt comes to the client as an elicitation (docs/protocols/mcp.md). Both ways of
 asking are covered: the 2026-07-28 protocol's ``InputRequiredResult`` (the SDK's
 default ``auto`` mode) and an ``elicitation/create`` request on a legacy session.
 """

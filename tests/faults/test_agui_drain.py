@@ -2,7 +2,7 @@
 
 The stream ends at once, cleanly, with a ``retry:`` hint; the client posts the
 same ``RunAgentInput`` to another gateway with ``Last-Event-ID`` and gets the
-rest of the AG-UI run exactly once (docs/protocols.md, AG-UI). "Mid-run" is a
+rest of the AG-UI run exactly once (docs/protocols/agui.md). "Mid-run" is a
 fact: the run's LLM turn is held by a fake LLM until the test releases it.
 """
 

@@ -21,18 +21,15 @@ from spindle.shared.bus.message_bus import StoredMessage
 from spindle.shared.contracts.runs import NodeReport, NodeStatus
 from spindle.shared.store.archive import RunArchive
 from spindle.shared.store.open_pages import message_slot
-from spindle.worker.archive_outbox import (
-    PAGE_STATE_TTL_MILLISECONDS,
-    ArchiveCatchUp,
+from spindle.worker.archive.catch_up import ArchiveCatchUp
+from spindle.worker.archive.operations import (
     ArchiveOperation,
-    ArchiveOutbox,
     SaveMessages,
     SaveNodeReport,
     UpdateRun,
-    archive_later,
-    archive_write,
-    attach_outbox,
 )
+from spindle.worker.archive.outbox import PAGE_STATE_TTL_MILLISECONDS, ArchiveOutbox
+from spindle.worker.archive.writes import archive_later, archive_write, attach_outbox
 from tests.polling import eventually
 
 pytestmark = pytest.mark.integration

@@ -13,8 +13,8 @@ import redis.asyncio as aioredis
 
 from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.messages import AgentMessageType
-from spindle.worker.activities.poster import MessagePoster
 from spindle.worker.contracts import RunRef
+from spindle.worker.posting.poster import MessagePoster
 
 pytestmark = pytest.mark.integration
 

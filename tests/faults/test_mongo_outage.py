@@ -14,7 +14,7 @@ import redis.asyncio as aioredis
 from pymongo import AsyncMongoClient
 
 from spindle.shared.store.archive import RunArchive
-from spindle.worker.archive_outbox import ArchiveOutbox
+from spindle.worker.archive.outbox import ArchiveOutbox
 from tests.e2e.run_driver import T, answer, assert_contiguous, start, updates, wait_for_status
 from tests.e2e.sse_client import open_sse
 from tests.faults.conftest import FaultStack, approval_graph, wait_ready

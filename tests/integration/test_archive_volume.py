@@ -29,7 +29,7 @@ from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import PAGE_MAX_MESSAGES, RunArchive
 from spindle.shared.store.open_pages import OPEN_PAGE_MAX_BYTES
 from spindle.shared.store.run_trace import run_trace
-from spindle.worker.archive_outbox import archiver_running
+from spindle.worker.archive.catch_up import archiver_running
 from spindle.worker.main import build_worker
 from tests.history_volume import loop_graph
 

@@ -24,7 +24,7 @@ from spindle.dev.processes import free_port
 from spindle.shared.contracts.errors import ToolError
 from spindle.shared.graphs.node_params import McpServer
 from spindle.shared.platform.settings import Settings
-from spindle.worker.mcp_tools import McpToolCache
+from spindle.worker.tools.mcp_client import McpToolCache
 from tests.polling import eventually
 
 pytestmark = pytest.mark.integration

@@ -29,7 +29,7 @@ from spindle.shared.platform.settings import Settings
 from spindle.worker.activities.agent import AgentActivities, tool_message
 from spindle.worker.contracts import LlmTurnInput, NodeExecution, RunRef, ToolCall, ToolCallInput
 from spindle.worker.llm.offline import OfflineProvider
-from spindle.worker.mcp_tools import McpToolCache
+from spindle.worker.tools.mcp_client import McpToolCache
 from tests.integration.activity_env import env
 from tests.polling import eventually
 

@@ -33,7 +33,7 @@ from spindle.worker.contracts import (
     RunFinish,
     RunRef,
 )
-from spindle.worker.metrics_server import sdk_metrics_runtime, serve_metrics
+from spindle.worker.telemetry.metrics_server import sdk_metrics_runtime, serve_metrics
 
 pytestmark = pytest.mark.integration
 

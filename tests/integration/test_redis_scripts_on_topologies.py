@@ -21,7 +21,8 @@ from spindle.shared.store.archive import RunArchive
 from spindle.shared.store.open_pages import message_slot
 from spindle.shared.tasks.events import TaskEventLog, events_stream_id, status_event
 from spindle.shared.tasks.push import PushConfig, PushOutbox
-from spindle.worker.archive_outbox import ArchiveOutbox, SaveMessages
+from spindle.worker.archive.operations import SaveMessages
+from spindle.worker.archive.outbox import ArchiveOutbox
 from tests.callback_receiver import callback_receiver
 from tests.polling import eventually
 

@@ -25,7 +25,7 @@ from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunArchive
 from spindle.worker.examples import load_examples
 from spindle.worker.main import build_worker
-from spindle.worker.replay import record_history
+from spindle.worker.replay.histories import record_history
 from tests.cli_runner import run_spindle
 
 pytestmark = pytest.mark.integration

@@ -23,7 +23,7 @@ from spindle.shared.store.run_trace import (
     run_traceparent,
     save_trace,
 )
-from spindle.worker.archive_outbox import QueuedOp, SaveMessages
+from spindle.worker.archive.operations import QueuedOp, SaveMessages
 
 pytestmark = pytest.mark.integration
 

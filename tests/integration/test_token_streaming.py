@@ -31,12 +31,12 @@ from spindle.shared.contracts.runs import GRAPH_RUN_WORKFLOW, GraphRunInput, Gra
 from spindle.shared.graphs.structure import parse_graph
 from spindle.shared.platform.settings import Settings
 from spindle.worker.activities.agent import AgentActivities
-from spindle.worker.activities.chunk_poster import ChunkPoster
-from spindle.worker.activities.poster import MessagePoster
 from spindle.worker.contracts import ChatMessage, LlmTurnInput, NodeExecution, RunRef
 from spindle.worker.llm.base import LlmRequest, LlmResponse, LlmStreamEvent, TextDelta
 from spindle.worker.llm.offline import OfflineProvider, offline_tokens
 from spindle.worker.main import build_worker
+from spindle.worker.posting.chunk_poster import ChunkPoster
+from spindle.worker.posting.poster import MessagePoster
 from tests.integration.activity_env import env
 from tests.polling import eventually
 

@@ -12,7 +12,7 @@ from temporalio.client import Client
 
 from spindle.shared.platform.settings import Settings
 from spindle.shared.platform.telemetry import temporal_interceptors
-from spindle.shared.temporal.converter import data_converter
+from spindle.shared.temporal.client import connect_temporal
 
 
 @asynccontextmanager
@@ -22,12 +22,7 @@ async def traced_temporal_client(
     """A client with Temporal's tracing interceptor, exporting to ``spans``."""
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(spans))
-    client = await Client.connect(
-        settings.temporal_address,
-        namespace=settings.temporal_namespace,
-        data_converter=data_converter(settings),
-        interceptors=temporal_interceptors(provider),
-    )
+    client = await connect_temporal(settings, interceptors=temporal_interceptors(provider))
     try:
         yield client
     finally:

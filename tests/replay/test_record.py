@@ -40,7 +40,8 @@ from spindle.shared.contracts.workstreams import (
 )
 from spindle.worker.contracts import POST_MESSAGE, RECORD_RUN_START, RunNotice, RunStart
 from spindle.worker.examples import load_example
-from spindle.worker.replay import fetch_generations, record_history, replay, save_history
+from spindle.worker.replay.histories import fetch_generations, record_history, save_history
+from spindle.worker.replay.replayer import replay
 from tests.integration.held_activity import LOOP_ONCE, HeldActivity, cancel_while_held
 from tests.polling import eventually
 from tests.workflow.loop_and_prompt import LOOP_AND_PROMPT

@@ -8,8 +8,9 @@ import pytest
 from temporalio.api.enums.v1 import ParentClosePolicy
 from temporalio.client import WorkflowHistory
 
-from spindle.worker.replay import load_history, replay_histories
-from spindle.worker.replay import main as replay_main
+from spindle.worker.replay.histories import load_history
+from spindle.worker.replay.replayer import main as replay_main
+from spindle.worker.replay.replayer import replay_histories
 from tests.replay.drifted import DriftedGraphRun
 
 pytestmark = pytest.mark.workflow

@@ -6,7 +6,7 @@ from a2a.helpers import get_data_parts, get_text_parts, new_data_part, new_text_
 from a2a.types import Message, Role, TaskState
 from google.protobuf.json_format import MessageToDict
 
-from spindle.gateway.api.models import RunDetail
+from spindle.gateway.models import RunDetail
 from spindle.gateway.protocols.a2a.task_mapping import run_input, task_from_run, user_answer
 from spindle.shared.contracts.runs import PendingInput
 

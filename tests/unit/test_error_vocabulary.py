@@ -25,7 +25,7 @@ from spindle.shared.contracts.errors import (
     spindle_error_classes,
     to_application_error,
 )
-from spindle.worker.policies import NON_RETRYABLE_ERRORS
+from spindle.worker.contracts.policies import NON_RETRYABLE_ERRORS
 
 pytestmark = pytest.mark.unit
 

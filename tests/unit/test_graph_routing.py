@@ -17,7 +17,7 @@ from spindle.shared.graphs.node_types import BUILTIN_NODE_TYPES
 from spindle.shared.graphs.structure import parse_graph
 from spindle.shared.graphs.validation import validate_graph
 from spindle.shared.platform.settings import Settings
-from spindle.worker import policies
+from spindle.worker.contracts import policies
 from spindle.worker.main import polled_queues
 
 pytestmark = pytest.mark.unit

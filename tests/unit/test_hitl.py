@@ -9,7 +9,11 @@ import pytest
 from spindle.shared.contracts.errors import InputInvalid
 from spindle.shared.contracts.runs import PendingInput, UserInput
 from spindle.shared.graphs.node_params import default_ui_schema
-from spindle.worker.hitl import json_path, resolve_answer, single_required_string
+from spindle.worker.contracts.prompt_answers import (
+    json_path,
+    resolve_answer,
+    single_required_string,
+)
 
 pytestmark = pytest.mark.unit
 

@@ -11,12 +11,12 @@ from spindle.shared.contracts.graph_spec import NodeSpec
 from spindle.shared.graphs.node_params import MergeParams
 from spindle.shared.graphs.structure import parse_graph
 from spindle.shared.graphs.validation import validate_graph
-from spindle.worker.activities.items import item_id
+from spindle.worker.activities.map_items import item_id
 from spindle.worker.contracts import ItemPlan, RunRef
-from spindle.worker.nodes.items import run_merge
+from spindle.worker.nodes.filter_merge import run_merge
 from spindle.worker.offerings import build_catalog
 from spindle.worker.registry import NodeContext
-from spindle.worker.workflows.items import lanes
+from spindle.worker.workflows.map_batches import lanes
 
 pytestmark = pytest.mark.unit
 

@@ -12,7 +12,7 @@ from spindle.shared.contracts.graph_spec import GraphSpec
 from spindle.shared.graphs.node_params import AgentParams
 from spindle.shared.platform.mcp_servers import check_graph_mcp_servers
 from spindle.shared.platform.outbound import OutboundPolicy
-from spindle.worker.mcp_tools import McpTool, check_arguments, split_name
+from spindle.worker.tools.mcp_client import McpTool, check_arguments, split_name
 
 ALLOWED = ["npx -y @modelcontextprotocol/server-everything"]
 

@@ -20,7 +20,7 @@ from spindle.shared.graphs.catalog import Catalog, NodeTypeInfo
 from spindle.shared.graphs.node_types import BUILTIN_NODE_TYPES, NodeTypeSpec, RunKind
 from spindle.shared.graphs.structure import parse_graph
 from spindle.shared.graphs.validation import validate_graph
-from spindle.worker import policies
+from spindle.worker.contracts import policies
 from spindle.worker.offerings import build_catalog, load_node_types
 from spindle.worker.registry import spec_of
 from spindle.worker.workflows.run_engine import NODE_RUNNERS, RunEngine

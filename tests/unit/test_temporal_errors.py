@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from temporalio.service import RPCError, RPCStatusCode
 
-from spindle.gateway.runs.temporal_errors import temporal_error
+from spindle.gateway.http.temporal_errors import temporal_error
 from spindle.shared.contracts.errors import NotFound, Unavailable
 
 pytestmark = pytest.mark.unit

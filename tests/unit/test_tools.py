@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from spindle.worker.offerings import load_tools
-from spindle.worker.tools import ToolError, get_tool, tool
+from spindle.worker.tools.registry import ToolError, get_tool, tool
 
 pytestmark = pytest.mark.unit
 

@@ -21,7 +21,7 @@ from spindle.shared.graphs.validation import validate_graph
 from spindle.shared.store.file_store import FileStore
 from spindle.worker.examples import load_example
 from spindle.worker.offerings import build_catalog
-from spindle.worker.tools import tool
+from spindle.worker.tools.registry import tool
 from tests.workflow.runs import GraphRunner, M
 
 pytestmark = pytest.mark.workflow

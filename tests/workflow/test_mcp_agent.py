@@ -21,7 +21,6 @@ from spindle.shared.contracts.messages import AgentMessageType
 from spindle.shared.graphs.structure import parse_graph
 from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunArchive
-from spindle.worker import mcp_tools
 from spindle.worker.contracts import TOOL_CALL
 from spindle.worker.main import build_worker
 from tests.workflow.runs import GraphRunner
@@ -38,22 +37,18 @@ async def mcp_runner(
     run_bus: MessageBus,
     run_archive: RunArchive,
 ) -> AsyncIterator[GraphRunner]:
+    # The worker's settings, with this worker's allow-list: its MCP tool cache reads them.
     allowed = worker_settings.model_copy(update={"mcp_stdio_commands": [shlex.join(COMMAND)]})
-    # The worker's process-wide tool cache, with this worker's allow-list.
-    saved, mcp_tools._CACHE = mcp_tools._CACHE, mcp_tools.McpToolCache(allowed)
     task_queue = f"wf-{uuid.uuid4().hex[:10]}"
-    try:
-        worker = build_worker(
-            time_skipping_env.client,
-            allowed,
-            bus=run_bus,
-            archive=run_archive,
-            task_queue=task_queue,
-        )
-        async with worker:
-            yield GraphRunner(time_skipping_env.client, task_queue, run_bus, run_archive)
-    finally:
-        mcp_tools._CACHE = saved
+    worker = build_worker(
+        time_skipping_env.client,
+        allowed,
+        bus=run_bus,
+        archive=run_archive,
+        task_queue=task_queue,
+    )
+    async with worker:
+        yield GraphRunner(time_skipping_env.client, task_queue, run_bus, run_archive)
 
 
 async def test_an_agent_node_calls_an_mcp_tool_in_its_own_activity(

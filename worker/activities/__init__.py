@@ -1,7 +1,8 @@
 """Activities: every piece of I/O a graph run does.
 
-``build_activities`` wires the activity classes to their dependencies and returns
-the bound activity methods a Temporal ``Worker`` registers.
+``build_activities`` wires the activity classes to their dependencies (bus,
+archive, LLM provider, the worker's settings) and returns the bound activity
+methods a Temporal ``Worker`` registers. No activity reads global settings.
 """
 
 from __future__ import annotations
@@ -9,30 +10,44 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from spindle.shared.platform.settings import Settings
+
 if TYPE_CHECKING:
     from spindle.shared.bus.message_bus import MessageBus
     from spindle.shared.store.archive import RunArchive
     from spindle.worker.llm.base import LlmProvider
+    from spindle.worker.tools.mcp_client import McpToolCache
 
 
 def build_activities(
-    bus: MessageBus, archive: RunArchive | None, llm: LlmProvider
+    bus: MessageBus,
+    archive: RunArchive | None,
+    llm: LlmProvider,
+    *,
+    settings: Settings | None = None,
+    mcp: McpToolCache | None = None,
 ) -> list[Callable[..., Any]]:
-    """All activities of a graph run, bound to the given bus, archive and LLM."""
+    """All activities of a graph run, bound to the given bus, archive and LLM.
+
+    Args:
+        settings: the worker's settings; default: read from the environment.
+        mcp: the worker process's MCP tool cache; default: one of these activities' own.
+    """
     from spindle.worker.activities.agent import AgentActivities
     from spindle.worker.activities.hitl import HitlActivities
-    from spindle.worker.activities.items import item_activities
     from spindle.worker.activities.lifecycle import LifecycleActivities
+    from spindle.worker.activities.map_items import item_activities
     from spindle.worker.activities.nodes import NodeActivities
     from spindle.worker.activities.run_start import RunStartActivities
     from spindle.worker.offerings import load_offerings
 
     load_offerings()  # the node types and tools the activities look up by name
-    nodes = NodeActivities(bus, archive)
-    agent = AgentActivities(bus, archive, llm)
-    hitl = HitlActivities(bus, archive)
-    lifecycle = LifecycleActivities(bus, archive)
-    run_start = RunStartActivities(bus, archive)
+    settings = settings if settings is not None else Settings()
+    nodes = NodeActivities(bus, archive, settings=settings)
+    agent = AgentActivities(bus, archive, llm, settings=settings, mcp=mcp)
+    hitl = HitlActivities(bus, archive, settings=settings)
+    lifecycle = LifecycleActivities(bus, archive, settings=settings)
+    run_start = RunStartActivities(bus, archive, settings=settings)
     return [
         nodes.execute_node,
         agent.llm_turn,
@@ -42,6 +57,6 @@ def build_activities(
         hitl.expire_input,
         lifecycle.finish_run,
         lifecycle.post_message,
-        *item_activities(bus, archive),
+        *item_activities(bus, archive, settings=settings),
         run_start.record_run_start,
     ]

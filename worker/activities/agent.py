@@ -4,7 +4,7 @@ The workflow keeps the conversation and runs one ``llm_turn`` per model turn and
 one ``tool_call`` per tool the model asks for (in parallel). A turn that calls
 tools posts THOUGHT; the final turn posts ANSWER and archives the node's report.
 While the model writes, its tokens are posted as STREAMING_CHUNK messages with
-the activity's id (``spindle.worker.activities.chunk_poster``), which the THOUGHT/ANSWER
+the activity's id (``spindle.worker.posting.chunk_poster``), which the THOUGHT/ANSWER
 of the same id supersedes.
 """
 
@@ -30,12 +30,9 @@ from spindle.shared.graphs.node_params import AgentParams
 from spindle.shared.graphs.node_types import AGENT
 from spindle.shared.platform import metrics
 from spindle.shared.platform.logging_setup import bind_activity_log_context
-from spindle.shared.platform.settings import get_settings
+from spindle.shared.platform.settings import Settings
 from spindle.shared.store.conversations import ConversationStore, conversation_key
-from spindle.worker.activities.chunk_poster import ChunkPoster
 from spindle.worker.activities.heartbeat import heartbeating
-from spindle.worker.activities.params import invalid_params, resolve_params, validate_params
-from spindle.worker.activities.poster import MessagePoster
 from spindle.worker.activities.recorder import (
     RunRecorder,
     build_report,
@@ -51,10 +48,17 @@ from spindle.worker.contracts import (
     LlmTurnInput,
     LlmTurnResult,
     NodeExecution,
+    RunRef,
     ToolCall,
     ToolCallInput,
     ToolCallResult,
 )
+from spindle.worker.contracts.param_resolution import (
+    invalid_params,
+    resolve_params,
+    validate_params,
+)
+from spindle.worker.contracts.workstream_tools import WORKSTREAM_TOOL_SPECS
 from spindle.worker.llm.base import (
     LlmProvider,
     LlmRequest,
@@ -65,9 +69,10 @@ from spindle.worker.llm.base import (
 from spindle.worker.llm.chunk_batcher import ChunkBatcher
 from spindle.worker.llm.prompting import with_opening
 from spindle.worker.llm.token_relay import relay_tokens
-from spindle.worker.mcp_tools import McpToolCache, split_name, tool_cache
-from spindle.worker.tools import get_tool
-from spindle.worker.workflows.workstreams.parent_tools import WORKSTREAM_TOOL_SPECS
+from spindle.worker.posting.chunk_poster import ChunkPoster
+from spindle.worker.posting.poster import MessagePoster
+from spindle.worker.tools.mcp_client import McpToolCache, split_name
+from spindle.worker.tools.registry import get_tool
 
 if TYPE_CHECKING:
     from spindle.shared.bus.message_bus import MessageBus
@@ -135,16 +140,18 @@ def _json(value: Any) -> str:
 
 
 class AgentActivities:
-    """LLM turns and tool calls, with the bus, archive and LLM provider injected.
+    """LLM turns and tool calls, with the bus, archive, LLM provider and settings injected.
 
     Args:
+        settings: the worker's settings; default: read from the environment.
         streaming: post the model's tokens as STREAMING_CHUNK messages;
             default: ``Settings.llm_streaming``.
         chunk_interval: seconds a token may wait before it is posted; default:
             ``Settings.stream_chunk_interval_ms``.
         chunk_max_chars: most characters of one chunk; default:
             ``Settings.stream_chunk_max_chars``.
-        mcp: the worker's MCP tool lists; default: the process-wide cache.
+        mcp: the worker's MCP tool lists (one per worker process: ``build_workers``);
+            default: a cache of this object's own, with ``settings``.
     """
 
     def __init__(
@@ -153,17 +160,20 @@ class AgentActivities:
         archive: RunArchive | None,
         llm: LlmProvider,
         *,
+        settings: Settings | None = None,
         streaming: bool | None = None,
         chunk_interval: float | None = None,
         chunk_max_chars: int | None = None,
         mcp: McpToolCache | None = None,
     ) -> None:
-        settings = get_settings()
-        self.mcp = mcp if mcp is not None else tool_cache()
+        self.settings = settings = settings if settings is not None else Settings()
+        self.mcp = mcp if mcp is not None else McpToolCache(settings)
         self.bus = bus
         self.archive = archive
         self.llm = llm
-        self.recorder = RunRecorder(archive)
+        self.recorder = RunRecorder(
+            archive, port_data_max_bytes=settings.archive_port_data_max_bytes
+        )
         self.tasks = TaskSync(bus, archive)
         self.conversations = ConversationStore(bus.redis, settings.history_ttl_days * 86_400)
         self.streaming = settings.llm_streaming if streaming is None else streaming
@@ -197,13 +207,18 @@ class AgentActivities:
         batcher = ChunkBatcher(interval=self.chunk_interval, max_chars=self.chunk_max_chars)
         return await relay_tokens(stream_events(self.llm, request), batcher, sink)
 
+    def _poster(self, run: RunRef) -> MessagePoster:
+        return MessagePoster(
+            self.bus, run, archive=self.archive, max_message_bytes=self.settings.max_message_bytes
+        )
+
     @activity.defn(name=LLM_TURN)
     async def llm_turn(self, turn: LlmTurnInput) -> LlmTurnResult:
         """Ask the model for its next message; post THOUGHT (tool calls) or ANSWER."""
         execution = turn.execution
         node = execution.node
         bind_activity_log_context(node_id=node.id, node_type=node.type)
-        poster = MessagePoster(self.bus, execution.run, archive=self.archive)
+        poster = self._poster(execution.run)
         await poster.announce_retry(f"agent {node.id} (turn {turn.turn})")
         await self.tasks.node_started(execution)
         if turn.turn == 1:
@@ -284,7 +299,7 @@ class AgentActivities:
         execution = call_input.execution
         call = call_input.call
         bind_activity_log_context(node_id=execution.node.id, node_type=execution.node.type)
-        poster = MessagePoster(self.bus, execution.run, archive=self.archive)
+        poster = self._poster(execution.run)
         await poster.announce_retry(f"tool {call.name} for {execution.node.id}")
         await poster.post(
             AgentMessageType.UPDATE,
@@ -335,7 +350,7 @@ class AgentActivities:
             )
         else:
             # What the tool returned, on the stream (AG-UI's TOOL_CALL_RESULT,
-            # docs/protocols.md); a batch carries it on its BATCH_PROGRESS.
+            # docs/protocols/agui.md); a batch carries it on its BATCH_PROGRESS.
             await poster.post(
                 AgentMessageType.UPDATE,
                 f"Tool {call.name} {'returned' if outcome.ok else 'failed'}",

@@ -23,6 +23,7 @@ from temporalio import activity
 from spindle.shared.contracts.messages import AgentMessageType
 from spindle.shared.contracts.runs import EXPIRY_USER, ExpiryAction, NodeStatus, RunStatus
 from spindle.shared.platform.logging_setup import bind_activity_log_context
+from spindle.shared.platform.settings import Settings
 from spindle.shared.store.prompts import (
     AnswerAttempt,
     AnswerOutcome,
@@ -30,7 +31,6 @@ from spindle.shared.store.prompts import (
     PromptStore,
     prompt_id,
 )
-from spindle.worker.activities.poster import MessagePoster
 from spindle.worker.activities.recorder import (
     RunRecorder,
     build_report,
@@ -49,7 +49,9 @@ from spindle.worker.contracts import (
     InputExpiry,
     InputRequest,
     NodeOutcome,
+    RunRef,
 )
+from spindle.worker.posting.poster import MessagePoster
 
 if TYPE_CHECKING:
     from spindle.shared.bus.message_bus import MessageBus
@@ -73,14 +75,32 @@ async def kept_if_possible(write: Awaitable[object], what: str) -> None:
 
 
 class HitlActivities:
-    """Human-in-the-loop activities, with the bus and archive injected."""
+    """Human-in-the-loop activities, with the bus, archive and settings injected.
 
-    def __init__(self, bus: MessageBus, archive: RunArchive | None = None) -> None:
+    Args:
+        settings: the worker's settings; default: read from the environment.
+    """
+
+    def __init__(
+        self,
+        bus: MessageBus,
+        archive: RunArchive | None = None,
+        *,
+        settings: Settings | None = None,
+    ) -> None:
         self.bus = bus
         self.archive = archive
-        self.recorder = RunRecorder(archive)
+        self.settings = settings if settings is not None else Settings()
+        self.recorder = RunRecorder(
+            archive, port_data_max_bytes=self.settings.archive_port_data_max_bytes
+        )
         self.tasks = TaskSync(bus, archive)
         self.prompts = PromptStore(archive.database) if archive is not None else None
+
+    def _poster(self, run: RunRef) -> MessagePoster:
+        return MessagePoster(
+            self.bus, run, archive=self.archive, max_message_bytes=self.settings.max_message_bytes
+        )
 
     @activity.defn(name=REQUEST_INPUT)
     async def request_input(self, request: InputRequest) -> Empty:
@@ -88,7 +108,7 @@ class HitlActivities:
         execution = request.execution
         pending = request.pending
         bind_activity_log_context(node_id=execution.node.id, node_type=execution.node.type)
-        poster = MessagePoster(self.bus, execution.run, archive=self.archive)
+        poster = self._poster(execution.run)
         await poster.announce_retry(f"prompt {pending.node_id}")
         await poster.post(
             AgentMessageType.REQUEST_INPUT,
@@ -136,7 +156,7 @@ class HitlActivities:
         execution = acceptance.execution
         user_input = acceptance.user_input
         bind_activity_log_context(node_id=execution.node.id, node_type=execution.node.type)
-        poster = MessagePoster(self.bus, execution.run, archive=self.archive)
+        poster = self._poster(execution.run)
         await poster.announce_retry(f"prompt {acceptance.pending.node_id}")
         text = user_input.message
         if not text:
@@ -209,7 +229,7 @@ class HitlActivities:
         pending = expiry.pending
         action = pending.on_expiry or ExpiryAction.FAIL
         bind_activity_log_context(node_id=execution.node.id, node_type=execution.node.type)
-        poster = MessagePoster(self.bus, execution.run, archive=self.archive)
+        poster = self._poster(execution.run)
         await poster.announce_retry(f"prompt {pending.node_id}")
         taken = {
             ExpiryAction.ANSWER: f"the default answer is taken (as {EXPIRY_USER})",

@@ -9,14 +9,22 @@ from temporalio import activity
 from spindle.shared.contracts.messages import AgentMessageType
 from spindle.shared.contracts.runs import RunStatus
 from spindle.shared.platform import metrics
+from spindle.shared.platform.settings import Settings
 from spindle.shared.store.prompts import PromptStore
 from spindle.shared.tasks.webhooks import bounded_output
 from spindle.worker.activities.hitl import kept_if_possible
-from spindle.worker.activities.poster import MessagePoster
 from spindle.worker.activities.recorder import RunRecorder, summarize
 from spindle.worker.activities.run_webhooks import notify_webhook
 from spindle.worker.activities.task_sync import TaskSync
-from spindle.worker.contracts import FINISH_RUN, POST_MESSAGE, Empty, RunFinish, RunNotice
+from spindle.worker.contracts import (
+    FINISH_RUN,
+    POST_MESSAGE,
+    Empty,
+    RunFinish,
+    RunNotice,
+    RunRef,
+)
+from spindle.worker.posting.poster import MessagePoster
 
 if TYPE_CHECKING:
     from spindle.shared.bus.message_bus import MessageBus
@@ -24,13 +32,31 @@ if TYPE_CHECKING:
 
 
 class LifecycleActivities:
-    """Run start/finish bookkeeping, with the bus and archive injected."""
+    """Run start/finish bookkeeping, with the bus, archive and settings injected.
 
-    def __init__(self, bus: MessageBus, archive: RunArchive | None = None) -> None:
+    Args:
+        settings: the worker's settings; default: read from the environment.
+    """
+
+    def __init__(
+        self,
+        bus: MessageBus,
+        archive: RunArchive | None = None,
+        *,
+        settings: Settings | None = None,
+    ) -> None:
         self.bus = bus
         self.archive = archive
-        self.recorder = RunRecorder(archive)
+        self.settings = settings if settings is not None else Settings()
+        self.recorder = RunRecorder(
+            archive, port_data_max_bytes=self.settings.archive_port_data_max_bytes
+        )
         self.tasks = TaskSync(bus, archive)
+
+    def _poster(self, run: RunRef) -> MessagePoster:
+        return MessagePoster(
+            self.bus, run, archive=self.archive, max_message_bytes=self.settings.max_message_bytes
+        )
 
     @activity.defn(name=FINISH_RUN)
     async def finish_run(self, finish: RunFinish) -> Empty:
@@ -39,7 +65,7 @@ class LifecycleActivities:
         completed → COMPLETE; failed → ERROR then COMPLETE; canceled (and other
         ends) → TERMINATED. Nothing can be posted to the stream afterwards.
         """
-        poster = MessagePoster(self.bus, finish.run, archive=self.archive)
+        poster = self._poster(finish.run)
         await poster.announce_retry("finishing the run")
         status = finish.status
         if status == RunStatus.COMPLETED:
@@ -90,7 +116,7 @@ class LifecycleActivities:
     @activity.defn(name=POST_MESSAGE)
     async def post_message(self, notice: RunNotice) -> Empty:
         """Post a message the workflow itself has to say (e.g. a loop-bound WARNING)."""
-        poster = MessagePoster(self.bus, notice.run, archive=self.archive)
+        poster = self._poster(notice.run)
         await poster.post(AgentMessageType(notice.type), notice.text, details=notice.details)
         await poster.archive()
         return Empty()

@@ -10,18 +10,19 @@ import asyncio
 import logging
 import time
 import warnings
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
 
 from spindle.shared.contracts.errors import ExecutorNotFound, to_application_error
+from spindle.shared.contracts.graph_spec import NodeSpec
 from spindle.shared.contracts.runs import NodeStatus
 from spindle.shared.graphs.node_types import TOOL
 from spindle.shared.platform import metrics
 from spindle.shared.platform.logging_setup import bind_activity_log_context
+from spindle.shared.platform.settings import Settings
 from spindle.worker.activities.heartbeat import heartbeating
-from spindle.worker.activities.params import resolve_params, validate_params
-from spindle.worker.activities.poster import MessagePoster
 from spindle.worker.activities.recorder import (
     NodeStartRecord,
     RunRecorder,
@@ -30,9 +31,17 @@ from spindle.worker.activities.recorder import (
     output_envelope,
 )
 from spindle.worker.activities.task_sync import TaskSync
-from spindle.worker.contracts import EXECUTE_NODE, NodeExecution, NodeOutcome
-from spindle.worker.envelope import NodeMessage
-from spindle.worker.registry import ClosingPost, NodeContext, NodeResult, get_node_type
+from spindle.worker.contracts import EXECUTE_NODE, NodeExecution, NodeOutcome, RunRef
+from spindle.worker.contracts.envelope import NodeMessage
+from spindle.worker.contracts.param_resolution import resolve_params, validate_params
+from spindle.worker.posting.poster import MessagePoster
+from spindle.worker.registry import (
+    ClosingPost,
+    NodeContext,
+    NodeResult,
+    NodeType,
+    get_node_type,
+)
 
 if TYPE_CHECKING:
     from spindle.shared.bus.message_bus import MessageBus
@@ -83,13 +92,33 @@ async def confirm_current(poster: MessagePoster, closing: ClosingPost | None) ->
 
 
 class NodeActivities:
-    """The generic node activity, with its I/O dependencies injected."""
+    """The generic node activity, with its I/O dependencies and settings injected.
 
-    def __init__(self, bus: MessageBus, archive: RunArchive | None = None) -> None:
+    Args:
+        bus: where the node's messages go.
+        archive: where its report is archived (None: nowhere).
+        settings: the worker's settings; default: read from the environment.
+    """
+
+    def __init__(
+        self,
+        bus: MessageBus,
+        archive: RunArchive | None = None,
+        *,
+        settings: Settings | None = None,
+    ) -> None:
         self.bus = bus
         self.archive = archive
-        self.recorder = RunRecorder(archive)
+        self.settings = settings if settings is not None else Settings()
+        self.recorder = RunRecorder(
+            archive, port_data_max_bytes=self.settings.archive_port_data_max_bytes
+        )
         self.tasks = TaskSync(bus, archive)
+
+    def _poster(self, run: RunRef) -> MessagePoster:
+        return MessagePoster(
+            self.bus, run, archive=self.archive, max_message_bytes=self.settings.max_message_bytes
+        )
 
     @activity.defn(name=EXECUTE_NODE)
     async def execute_node(self, execution: NodeExecution) -> NodeOutcome:
@@ -97,28 +126,11 @@ class NodeActivities:
         node = execution.node
         bind_activity_log_context(node_id=node.id, node_type=node.type)
         started = time.monotonic()
-        poster = MessagePoster(self.bus, execution.run, archive=self.archive)
+        poster = self._poster(execution.run)
         await poster.announce_retry(f"node {node.id}")
-        try:
-            node_type = get_node_type(node.type)
-        except ExecutorNotFound as exc:
-            raise to_application_error(
-                ExecutorNotFound(exc.detail, context={"node": node.id, "type": node.type})
-            ) from exc
-
-        raw_params = resolve_params(node, execution.state, templates=node_type.templates)
-        params: Any = raw_params
-        if node_type.params is not None:
-            params = validate_params(node, raw_params, node_type.params)
+        node_type = registered_type(node)
+        raw_params, ctx = node_context(execution, node_type, poster)
         envelope_in = input_envelope(execution, raw_params)
-        ctx = NodeContext(
-            node=node,
-            params=params,
-            state=execution.state,
-            run=execution.run,
-            poster=poster,
-            visit=execution.visit,
-        )
         await self.tasks.node_started(execution)
         recording_start = NodeStartRecord(self.recorder, execution)
         try:
@@ -129,25 +141,8 @@ class NodeActivities:
             recording_start.cancel()
             raise
         except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            report = build_report(
-                execution,
-                NodeStatus.FAILED,
-                duration_ms=(time.monotonic() - started) * 1000,
-                error=error,
-            )
-            # The last attempt's report wins (same archive id per node visit); an
-            # attempt a newer one has superseded records nothing.
-            await poster.check_current()
-            start_recorded = await recording_start.settle()
-            finished = self.recorder.finished(
-                execution,
-                report,
-                input=envelope_in,
-                output=output_envelope(execution, None, error=error),
-                current=not start_recorded,
-            )
-            await self.recorder.archive_later(finished, poster.archive_op())
+            failure = _Failure(poster, recording_start, envelope_in, started)
+            await self._record_failure(execution, failure, exc)
             raise
 
         report = build_report(
@@ -175,3 +170,75 @@ class NodeActivities:
         return NodeOutcome(
             output=result.data, ports=result.ports, meta=result.metadata, report=report
         )
+
+    async def _record_failure(
+        self, execution: NodeExecution, failure: _Failure, exc: Exception
+    ) -> None:
+        """Report and archive a node whose implementation raised ``exc``."""
+        error = f"{type(exc).__name__}: {exc}"
+        report = build_report(
+            execution,
+            NodeStatus.FAILED,
+            duration_ms=(time.monotonic() - failure.started) * 1000,
+            error=error,
+        )
+        # The last attempt's report wins (same archive id per node visit); an
+        # attempt a newer one has superseded records nothing.
+        await failure.poster.check_current()
+        start_recorded = await failure.recording_start.settle()
+        finished = self.recorder.finished(
+            execution,
+            report,
+            input=failure.envelope_in,
+            output=output_envelope(execution, None, error=error),
+            current=not start_recorded,
+        )
+        await self.recorder.archive_later(finished, failure.poster.archive_op())
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """What ``execute_node`` had under way when its node raised."""
+
+    poster: MessagePoster
+    recording_start: NodeStartRecord
+    envelope_in: NodeMessage
+    started: float
+
+
+def registered_type(node: NodeSpec) -> NodeType:
+    """The node type ``node`` names.
+
+    Raises:
+        ApplicationError: ``ExecutorNotFound`` naming the node and its type.
+    """
+    try:
+        return get_node_type(node.type)
+    except ExecutorNotFound as exc:
+        raise to_application_error(
+            ExecutorNotFound(exc.detail, context={"node": node.id, "type": node.type})
+        ) from exc
+
+
+def node_context(
+    execution: NodeExecution, node_type: NodeType, poster: MessagePoster
+) -> tuple[dict[str, Any], NodeContext]:
+    """The node's resolved params (before validation) and the context it runs with.
+
+    Raises:
+        ApplicationError: ``InvalidParams`` when the params do not resolve or validate.
+    """
+    node = execution.node
+    raw_params = resolve_params(node, execution.state, templates=node_type.templates)
+    params: Any = raw_params
+    if node_type.params is not None:
+        params = validate_params(node, raw_params, node_type.params)
+    ctx = NodeContext(
+        node=node,
+        params=params,
+        state=execution.state,
+        run=execution.run,
+        poster=poster,
+        visit=execution.visit,
+    )
+    return raw_params, ctx

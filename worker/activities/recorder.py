@@ -2,7 +2,7 @@
 
 MongoDB keeps what must outlive Redis, but a node never fails because MongoDB
 is down: a write MongoDB cannot take now goes to the archive outbox in Redis
-(``spindle.worker.archive_outbox``), which the worker's catch-up loop replays once
+(``spindle.worker.archive``), which the worker's catch-up loop replays once
 MongoDB answers; without an outbox, the write is logged and dropped.
 """
 
@@ -19,7 +19,7 @@ from temporalio import activity
 
 from spindle.shared.contracts.runs import NodeReport, NodeStatus
 from spindle.shared.platform import metrics
-from spindle.shared.platform.settings import get_settings
+from spindle.shared.platform.settings import Settings
 from spindle.shared.platform.telemetry import annotate_node_span, current_trace_ids, item_count
 from spindle.shared.store.run_trace import (
     NodeFinished,
@@ -29,23 +29,19 @@ from spindle.shared.store.run_trace import (
     bounded_output,
     port_key,
 )
-from spindle.worker.archive_outbox import (
-    ArchiveOperation,
-    UpdateRun,
-    archive_later,
-    archive_write,
-    attached_outbox,
-)
+from spindle.worker.archive.operations import ArchiveOperation, UpdateRun
+from spindle.worker.archive.writes import archive_later, archive_write, attached_outbox
 from spindle.worker.contracts import NodeExecution, RunRef
-from spindle.worker.envelope import NodeMessage, NodeMessageMeta, TraceStep
+from spindle.worker.contracts.envelope import NodeMessage, NodeMessageMeta, TraceStep
 
 if TYPE_CHECKING:
     from spindle.shared.store.archive import RunArchive
-    from spindle.worker.archive_outbox import ArchiveOutbox
+    from spindle.worker.archive.outbox import ArchiveOutbox
 
 logger = logging.getLogger(__name__)
 
 SUMMARY_CHARS = 200
+DEFAULT_PORT_DATA_MAX_BYTES: int = Settings.model_fields["archive_port_data_max_bytes"].default
 _META_KEYS = frozenset(
     {
         "stepId",
@@ -254,12 +250,21 @@ class RunRecorder:
     Args:
         archive: the archive (None: archiving is off).
         outbox: where writes MongoDB cannot take wait; default: the outbox
-            attached to ``archive`` (see ``spindle.worker.archive_outbox.attach_outbox``).
+            attached to ``archive`` (see ``spindle.worker.archive.writes.attach_outbox``).
+        port_data_max_bytes: largest output archived by port
+            (``Settings.archive_port_data_max_bytes``; default: that setting's default).
     """
 
-    def __init__(self, archive: RunArchive | None, outbox: ArchiveOutbox | None = None) -> None:
+    def __init__(
+        self,
+        archive: RunArchive | None,
+        outbox: ArchiveOutbox | None = None,
+        *,
+        port_data_max_bytes: int = DEFAULT_PORT_DATA_MAX_BYTES,
+    ) -> None:
         self.archive = archive
         self.outbox = outbox
+        self.port_data_max_bytes = port_data_max_bytes
 
     async def save_report(
         self,
@@ -310,8 +315,9 @@ class RunRecorder:
             trace.append(_entry(output, "output", node, visit))
         ports: dict[str, Any] = {}
         if output is not None and report.status is NodeStatus.SUCCESS:
-            max_bytes = get_settings().archive_port_data_max_bytes
-            ports[port_key(output.from_port)] = bounded_output(output.payload, max_bytes)
+            ports[port_key(output.from_port)] = bounded_output(
+                output.payload, self.port_data_max_bytes
+            )
         return NodeFinished(
             workflow_id=execution.run.workflow_id,
             run_id=execution.run.run_id,
@@ -328,7 +334,7 @@ class RunRecorder:
 
     async def archive_later(self, *ops: ArchiveOperation | None) -> int | None:
         """Hand operations to the archiver in one round trip (see
-        ``spindle.worker.archive_outbox.archive_later``); None entries are skipped."""
+        ``spindle.worker.archive.writes.archive_later``); None entries are skipped."""
         taken = [op for op in ops if op is not None]
         if self.archive is None or not taken:
             return None

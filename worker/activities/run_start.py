@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from temporalio import activity
 
 from spindle.shared.contracts.runs import RunStatus
-from spindle.shared.platform.settings import get_settings
+from spindle.shared.platform.settings import Settings
 from spindle.shared.store.run_document import RunRecord
 from spindle.worker.contracts import RECORD_RUN_START, Empty, RunStart
 
@@ -25,11 +25,24 @@ if TYPE_CHECKING:
 
 
 class RunStartActivities:
-    """Start bookkeeping of runs no gateway started, with the bus and archive injected."""
+    """Start bookkeeping of runs no gateway started, with the bus, archive and settings
+    injected.
 
-    def __init__(self, bus: MessageBus, archive: RunArchive | None = None) -> None:
+    Args:
+        settings: the worker's settings (the Temporal UI link of the run document);
+            default: read from the environment.
+    """
+
+    def __init__(
+        self,
+        bus: MessageBus,
+        archive: RunArchive | None = None,
+        *,
+        settings: Settings | None = None,
+    ) -> None:
         self.bus = bus
         self.archive = archive
+        self.settings = settings if settings is not None else Settings()
 
     @activity.defn(name=RECORD_RUN_START)
     async def record_run_start(self, start: RunStart) -> Empty:
@@ -37,7 +50,7 @@ class RunStartActivities:
         run = start.run
         if self.archive is not None:
             now = datetime.now(UTC)
-            settings = get_settings()
+            settings = self.settings
             base = settings.temporal_ui_url.rstrip("/")
             await self.archive.create_run(
                 RunRecord(

@@ -18,10 +18,11 @@ from temporalio import activity
 
 from spindle.shared.contracts.messages import AgentMessageType
 from spindle.shared.contracts.workstreams import WorkstreamState
+from spindle.shared.platform.settings import Settings
 from spindle.shared.store.file_store import FileStore
-from spindle.worker.activities.poster import MessagePoster
 from spindle.worker.activities.recorder import summarize
 from spindle.worker.contracts import FINISH_WORKSTREAM, WorkstreamFinish, WorkstreamFinished
+from spindle.worker.posting.poster import MessagePoster
 
 if TYPE_CHECKING:
     from spindle.shared.bus.message_bus import MessageBus
@@ -41,14 +42,21 @@ class WorkstreamActivities:
         bus: where messages go (the parent's stream).
         archive: where posted messages are archived (None: nowhere).
         files: where artifacts go (None: no artifacts are written).
+        settings: the worker's settings; default: read from the environment.
     """
 
     def __init__(
-        self, bus: MessageBus, archive: RunArchive | None, files: FileStore | None
+        self,
+        bus: MessageBus,
+        archive: RunArchive | None,
+        files: FileStore | None,
+        *,
+        settings: Settings | None = None,
     ) -> None:
         self.bus = bus
         self.archive = archive
         self.files = files
+        self.settings = settings if settings is not None else Settings()
 
     @activity.defn(name=FINISH_WORKSTREAM)
     async def finish_workstream(self, finish: WorkstreamFinish) -> WorkstreamFinished:
@@ -58,7 +66,9 @@ class WorkstreamActivities:
         the same dedup keys.
         """
         run = finish.run
-        poster = MessagePoster(self.bus, run, archive=self.archive)
+        poster = MessagePoster(
+            self.bus, run, archive=self.archive, max_message_bytes=self.settings.max_message_bytes
+        )
         await poster.announce_retry(f"finishing workstream {run.workstream_id}")
         artifacts: list[str] = []
         if finish.answer and self.files is not None:
@@ -95,7 +105,9 @@ def closing_text(finish: WorkstreamFinish) -> str:
     return f"{head}: {summary}" if summary else head
 
 
-def workstream_activities(bus: MessageBus, archive: RunArchive | None) -> list[Callable[..., Any]]:
+def workstream_activities(
+    bus: MessageBus, archive: RunArchive | None, *, settings: Settings | None = None
+) -> list[Callable[..., Any]]:
     """The child workstream's activities; artifacts go to the archive's database."""
     files = FileStore(archive.database) if archive is not None else None
-    return [WorkstreamActivities(bus, archive, files).finish_workstream]
+    return [WorkstreamActivities(bus, archive, files, settings=settings).finish_workstream]

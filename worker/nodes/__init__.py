@@ -5,6 +5,6 @@ Importing this package registers them (see ``spindle.worker.registry``); their s
 are ``spindle.shared.graphs.node_types``'s.
 """
 
-from spindle.worker.nodes import items, output, router, tool
+from spindle.worker.nodes import filter_merge, output, router, tool
 
-__all__ = ["items", "output", "router", "tool"]
+__all__ = ["filter_merge", "output", "router", "tool"]

@@ -6,7 +6,7 @@ from spindle.shared.contracts.messages import AgentMessageType
 from spindle.shared.graphs.expressions import ExpressionError, evaluate, render_template
 from spindle.shared.graphs.node_params import OutputParams
 from spindle.shared.graphs.node_types import OUTPUT
-from spindle.worker.activities.params import invalid_params
+from spindle.worker.contracts.param_resolution import invalid_params
 from spindle.worker.registry import ClosingPost, NodeContext, NodeResult, implements
 
 

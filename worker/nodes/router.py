@@ -13,7 +13,7 @@ from spindle.shared.contracts.messages import AgentMessageType
 from spindle.shared.graphs.expressions import ExpressionError, evaluate, is_truthy
 from spindle.shared.graphs.node_params import RouterParams
 from spindle.shared.graphs.node_types import ROUTER
-from spindle.worker.activities.params import invalid_params
+from spindle.worker.contracts.param_resolution import invalid_params
 from spindle.worker.registry import ClosingPost, NodeContext, NodeResult, implements
 
 

@@ -8,10 +8,10 @@ from spindle.shared.contracts.errors import ToolError, to_application_error
 from spindle.shared.contracts.messages import AgentMessageType
 from spindle.shared.graphs.node_params import ToolParams
 from spindle.shared.graphs.node_types import TOOL
-from spindle.worker.activities.params import invalid_params
 from spindle.worker.activities.recorder import summarize
+from spindle.worker.contracts.param_resolution import invalid_params
 from spindle.worker.registry import ClosingPost, NodeContext, NodeResult, implements
-from spindle.worker.tools import get_tool
+from spindle.worker.tools.registry import get_tool
 
 
 @implements(TOOL)

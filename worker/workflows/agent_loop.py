@@ -39,7 +39,6 @@ with workflow.unsafe.imports_passed_through():
     from spindle.shared.contracts.errors import AgentMaxTurns, to_application_error
     from spindle.shared.contracts.runs import NodeReport, NodeStatus
     from spindle.shared.graphs.node_params import AgentParams
-    from spindle.worker import policies
     from spindle.worker.contracts import (
         LLM_TURN,
         TOOL_CALL,
@@ -51,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
         ToolCall,
         ToolCallInput,
         ToolCallResult,
+        policies,
     )
 
 MAX_TURNS_ERROR = AgentMaxTurns.application_type
@@ -236,37 +236,14 @@ async def converse(
     # rest (docs/graphs/index.md, long runs), so history does not grow with turns squared.
     sent = 0
     for turn in range(1, limit + 1):
-        if hooks is not None:
-            if hooks.should_stop():
-                return AgentReply(
-                    conversation=before + messages, answer=best, stopped=True, turns=turn - 1
-                )
-            await hooks.before_llm(turn)
-            messages.extend(hooks.extra_messages())
-            if hooks.should_stop():
-                return AgentReply(
-                    conversation=before + messages, answer=best, stopped=True, turns=turn - 1
-                )
+        if hooks is not None and await _stops_before_turn(hooks, turn, messages):
+            return AgentReply(
+                conversation=before + messages, answer=best, stopped=True, turns=turn - 1
+            )
         if meter is not None:
             await meter.gate("llm")
         conversation = before + messages
-        result = await workflow.execute_activity(
-            LLM_TURN,
-            LlmTurnInput(
-                execution=execution,
-                turn=turn,
-                messages=conversation[sent:],
-                conversation=prefix,
-                stored=sent,
-            ),
-            result_type=LlmTurnResult,
-            activity_id=f"{prefix}.t{turn}",
-            start_to_close_timeout=policies.node_timeout(node),
-            heartbeat_timeout=policies.node_heartbeat(node),
-            retry_policy=policies.node_retry(node, policies.LLM_RETRY),
-            task_queue=node.task_queue,
-            priority=policies.node_priority(node),
-        )
+        result = await _llm_turn(execution, prefix, turn, conversation, sent)
         sent = len(conversation)
         if meter is not None:
             meter.llm_used(result.usage)
@@ -283,26 +260,81 @@ async def converse(
                 turns=turn,
                 report=result.report,
             )
-        results = await asyncio.gather(
-            *(
-                _call_tool(
-                    execution,
-                    prefix,
-                    turn,
-                    call,
-                    toolbox=toolbox,
-                    hooks=hooks,
-                    meter=meter,
-                    batch=(index, len(result.message.tool_calls)),
-                )
-                for index, call in enumerate(result.message.tool_calls, start=1)
-            )
-        )
-        messages.extend(
-            ChatMessage(role="tool", content=r.content, tool_call_id=r.call_id, name=r.name)
-            for r in results
+        calls = result.message.tool_calls
+        messages += await _call_tools(
+            execution, prefix, turn, calls, toolbox=toolbox, hooks=hooks, meter=meter
         )
     return AgentReply(conversation=before + messages, answer=best, exhausted=True, turns=limit)
+
+
+async def _stops_before_turn(hooks: AgentHooks, turn: int, messages: list[ChatMessage]) -> bool:
+    """The hooks before a turn (``messages`` gets their extra messages); True to stop."""
+    if hooks.should_stop():
+        return True
+    await hooks.before_llm(turn)
+    messages.extend(hooks.extra_messages())
+    return hooks.should_stop()
+
+
+async def _llm_turn(
+    execution: NodeExecution,
+    prefix: str,
+    turn: int,
+    conversation: list[ChatMessage],
+    sent: int,
+) -> LlmTurnResult:
+    """One ``llm_turn`` activity: the messages after the ``sent`` already stored."""
+    node = execution.node
+    result: LlmTurnResult = await workflow.execute_activity(
+        LLM_TURN,
+        LlmTurnInput(
+            execution=execution,
+            turn=turn,
+            messages=conversation[sent:],
+            conversation=prefix,
+            stored=sent,
+        ),
+        result_type=LlmTurnResult,
+        activity_id=f"{prefix}.t{turn}",
+        start_to_close_timeout=policies.node_timeout(node),
+        heartbeat_timeout=policies.node_heartbeat(node),
+        retry_policy=policies.node_retry(node, policies.LLM_RETRY),
+        task_queue=node.task_queue,
+        priority=policies.node_priority(node),
+    )
+    return result
+
+
+async def _call_tools(
+    execution: NodeExecution,
+    prefix: str,
+    turn: int,
+    calls: list[ToolCall],
+    *,
+    toolbox: WorkflowToolbox | None,
+    hooks: AgentHooks | None,
+    meter: StepMeter | None,
+) -> list[ChatMessage]:
+    """The tool calls of one turn, in parallel; their results as ``tool`` messages."""
+    results = await asyncio.gather(
+        *(
+            _call_tool(
+                execution,
+                prefix,
+                turn,
+                call,
+                toolbox=toolbox,
+                hooks=hooks,
+                meter=meter,
+                batch=(index, len(calls)),
+            )
+            for index, call in enumerate(calls, start=1)
+        )
+    )
+    return [
+        ChatMessage(role="tool", content=r.content, tool_call_id=r.call_id, name=r.name)
+        for r in results
+    ]
 
 
 async def _call_tool(

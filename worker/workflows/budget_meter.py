@@ -25,6 +25,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from spindle.shared.contracts.budgets import (
+        BudgetAck,
         BudgetCarry,
         BudgetLimit,
         BudgetLimits,
@@ -99,6 +100,7 @@ class BudgetMeter:
         self._on_exhausted: OnExhausted = (
             budget.on_exhausted if isinstance(budget, RunBudget) else "pause"
         )
+        self._given = budget is not None
         self._own = BudgetUsage()
         self._children: dict[str, BudgetUsage] = {}
         self._reserved: dict[str, BudgetLimits] = {}
@@ -115,6 +117,12 @@ class BudgetMeter:
     def limited(self) -> bool:
         """Some cap is set."""
         return not self._limits.is_empty()
+
+    @property
+    def shown(self) -> bool:
+        """The run has a budget to show (describe, result) and carry: one given at
+        its start, or caps raised since."""
+        return self._given or self.limited
 
     @property
     def paused(self) -> bool:
@@ -226,6 +234,12 @@ class BudgetMeter:
         given = raised.model_dump(exclude_none=True)
         self._limits = self._limits.model_copy(update=given)
         return held and not self._held()
+
+    def raise_budget(self, raised: BudgetRaise) -> BudgetAck:
+        """The ``raise_budget`` update: raise the caps; a run held at a cap resumes
+        when none is reached."""
+        resumed = self.raise_limits(raised)
+        return BudgetAck(budget=self.state(), resumed=resumed)
 
     # -- the gate ------------------------------------------------------------------------
 

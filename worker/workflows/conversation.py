@@ -48,7 +48,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from spindle.shared.contracts.errors import ConversationBusy, to_application_error
     from spindle.shared.contracts.runs import GRAPH_RUN_WORKFLOW
-    from spindle.worker import policies
+    from spindle.worker.contracts import policies
 
 # The keys the gateway starts runs with (registered on the server: spindle.dev.embedded).
 _TENANT_KEY = SearchAttributeKey.for_keyword("SpindleTenant")

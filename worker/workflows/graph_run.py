@@ -2,7 +2,8 @@
 
 This module is the workflow's Temporal surface only: its init, run, updates,
 query and signals, each handing over to the run's ``RunEngine``
-(``spindle.worker.workflows.run_engine``), where the run's logic lives.
+(``spindle.worker.workflows.run_engine``), where the run's logic lives, or to
+one of the engine's collaborators (its prompts, budget, workstreams).
 
 Why two modules: Temporal's sandbox imports a workflow's module afresh for every
 workflow run and applies ``@workflow.defn`` to its class again, which inspects
@@ -58,11 +59,11 @@ class GraphRun(WorkstreamHandlers):
     @workflow.update(name=USER_INPUT_UPDATE)
     async def user_input(self, user_input: UserInput) -> SignalAck:
         """Answer a pending prompt (validated first)."""
-        return self._engine.accept_answer(user_input)
+        return self._engine.prompts.accept_answer(user_input)
 
     @user_input.validator
     def _validate_user_input(self, user_input: UserInput) -> None:
-        self._engine.check_answer(user_input)
+        self._engine.prompts.check_answer(user_input)
 
     @workflow.query(name=DESCRIBE_QUERY)
     def describe(self) -> RunDescription:
@@ -72,11 +73,11 @@ class GraphRun(WorkstreamHandlers):
     @workflow.update(name=RAISE_BUDGET_UPDATE)
     async def raise_budget(self, raised: BudgetRaise) -> BudgetAck:
         """Raise the run's caps; a run held at a cap resumes when none is reached."""
-        return self._engine.raise_budget(raised)
+        return self._engine.budget.raise_budget(raised)
 
     @raise_budget.validator
     def _validate_raise_budget(self, raised: BudgetRaise) -> None:
-        self._engine.check_raise(raised)
+        self._engine.budget.check_raise(raised)
 
 
 WORKFLOWS: list[type] = [GraphRun]

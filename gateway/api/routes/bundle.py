@@ -44,15 +44,15 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from spindle.gateway.api.deps import (
     ArchiveDep,
-    BaseUrlDep,
     BusDep,
+    CallerDep,
     ReadableRunDep,
     SettingsDep,
     TemporalDep,
 )
-from spindle.gateway.api.models import RunDetail
-from spindle.gateway.runs.lookup import describe_run
-from spindle.gateway.runs.temporal_errors import temporal_error
+from spindle.gateway.http.temporal_errors import temporal_error
+from spindle.gateway.models import RunDetail
+from spindle.gateway.services.run_views import RunLookup, describe_run
 from spindle.gateway.streams.history import stored_messages
 from spindle.shared.store.archive import RunArchive
 from spindle.shared.store.prompts import PromptStore
@@ -104,11 +104,9 @@ async def get_run_bundle(
     bus: BusDep,
     archive: ArchiveDep,
     settings: SettingsDep,
-    base_url: BaseUrlDep,
+    caller: CallerDep,
 ) -> Response:
-    detail = await describe_run(
-        workflow_id, temporal=temporal, archive=archive, settings=settings, base_url=base_url
-    )
+    detail = await describe_run(caller, RunLookup(workflow_id=workflow_id))
     messages = await stored_messages(
         workflow_id, bus=bus, archive=archive if settings.archive_enabled else None
     )

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path
 
 from spindle.gateway.api.deps import TemporalDep, TenantDep
-from spindle.gateway.api.models import ConversationRunList
+from spindle.gateway.models import ConversationRunList
 from spindle.gateway.runs.conversations import conversation_runs
 from spindle.shared.contracts.conversations import CONVERSATION_ID_PATTERN
 

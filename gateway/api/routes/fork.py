@@ -17,25 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from spindle.gateway.api.deps import (
-    ArchiveDep,
-    BaseUrlDep,
-    BusDep,
-    ControllableRunDep,
-    IdentityDep,
-    LimitsDep,
-    SettingsDep,
-    TemporalDep,
-)
-from spindle.gateway.api.models import StartRunResponse
-from spindle.gateway.runs.starter import (
-    _record_start,
-    _response,
-    admit_run_start,
-    start_workflow,
-)
-from spindle.gateway.runs.temporal import new_workflow_id
-from spindle.gateway.runs.temporal_errors import temporal_error
+from spindle.gateway.api.deps import ArchiveDep, CallerDep, ControllableRunDep, TemporalDep
+from spindle.gateway.http.temporal_errors import temporal_error
+from spindle.gateway.models import StartRunResponse
+from spindle.gateway.services.run_starts import admit_start
 from spindle.shared.contracts.errors import Conflict, NotFound, ValidationFailed
 from spindle.shared.contracts.graph_spec import GraphSpec
 from spindle.shared.contracts.runs import (
@@ -44,7 +29,6 @@ from spindle.shared.contracts.runs import (
     NodeStatus,
     ReplayedNode,
 )
-from spindle.shared.platform import metrics
 from spindle.shared.store.archive import RunArchive
 
 router = APIRouter(tags=["runs"])
@@ -92,13 +76,10 @@ async def fork_run(
     *,
     temporal: TemporalDep,
     archive: ArchiveDep,
-    bus: BusDep,
-    settings: SettingsDep,
-    identity: IdentityDep,
-    limits: LimitsDep,
-    base_url: BaseUrlDep,
+    caller: CallerDep,
 ) -> StartRunResponse:
-    permit = await admit_run_start(limits, identity.tenant_id)
+    admitted = await admit_start(caller)
+    identity = caller.identity
     source = await _source_input(temporal, run.workflow_id)
     graph = source.graph
     if body.from_node not in {node.id for node in graph.nodes}:
@@ -140,26 +121,7 @@ async def fork_run(
             "carried": None,
         }
     )
-    workflow_id = new_workflow_id(identity.tenant_id, None)
-    try:
-        handle = await start_workflow(
-            temporal, run_input, workflow_id, settings, permit, idempotent=False
-        )
-    except RPCError as exc:
-        raise temporal_error(exc) from exc
-    run_id = handle.result_run_id or handle.first_execution_run_id or ""
-    response = _response(settings, base_url, workflow_id, run_id)
-    metrics.run_started()
-    await _record_start(
-        archive,
-        bus,
-        spec=graph,
-        run_input=run_input,
-        workflow_id=workflow_id,
-        run_id=run_id,
-        response=response,
-    )
-    return response
+    return await admitted.start_input(run_input)
 
 
 def reusable_nodes(graph: GraphSpec, from_node: str) -> set[str]:

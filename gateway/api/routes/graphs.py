@@ -13,7 +13,7 @@ from spindle.gateway.api.deps import (
     SettingsDep,
     TenantDep,
 )
-from spindle.gateway.api.models import GraphList, GraphSummary
+from spindle.gateway.models import GraphList, GraphSummary
 from spindle.shared.contracts.errors import GraphInvalid, NotFound
 from spindle.shared.contracts.graph_spec import GraphSpec, graph_json_schema
 from spindle.shared.graphs.structure import parse_graph

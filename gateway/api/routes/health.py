@@ -21,7 +21,7 @@ from spindle.gateway.api.deps import (
     SettingsDep,
     TemporalDep,
 )
-from spindle.gateway.api.models import CheckResult, HealthStatus, ReadyStatus
+from spindle.gateway.models import CheckResult, HealthStatus, ReadyStatus
 
 router = APIRouter(tags=["health"])
 

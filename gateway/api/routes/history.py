@@ -18,7 +18,7 @@ from fastapi import APIRouter, Header, Query
 from fastapi.responses import Response
 
 from spindle.gateway.api.deps import ArchiveDep, BusDep, ReadableRunDep, SettingsDep
-from spindle.gateway.api.models import MessagesPage
+from spindle.gateway.models import MessagesPage
 from spindle.gateway.streams.history import GzipCache, compact_superseded, stored_messages
 
 router = APIRouter(tags=["messages"])

@@ -2,52 +2,31 @@
 
 from __future__ import annotations
 
-import logging
-import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, Query, Request, Response, status
+from fastapi import APIRouter, Body, Header, Query, Response, status
 from pydantic import BaseModel, Field
-from temporalio.service import RPCError
 
 from spindle.gateway.api.deps import (
     ArchiveDep,
-    BaseUrlDep,
-    BusDep,
-    CatalogDep,
+    CallerDep,
     ControllableRunDep,
-    IdentityDep,
-    LimitsDep,
     ReadableRunDep,
-    SettingsDep,
-    TemporalDep,
     TenantDep,
 )
-from spindle.gateway.api.models import (
+from spindle.gateway.models import (
     Accepted,
     RunDetail,
     RunList,
     StartRunRequest,
     StartRunResponse,
 )
-from spindle.gateway.protocols.jsonrpc.task_execution import settle_terminated_run
-from spindle.gateway.runs.children import cancel_children, open_children
-from spindle.gateway.runs.lookup import archived_run, describe_run, not_found
-from spindle.gateway.runs.starter import admit_run_start, start_run
-from spindle.gateway.runs.temporal import RPC_TIMEOUT, describe_workflow, is_open, run_status_of
-from spindle.gateway.runs.temporal_errors import is_missing_handler, temporal_error
-from spindle.gateway.runs.updates import execute_run_update
-from spindle.shared.contracts.budgets import RAISE_BUDGET_UPDATE, BudgetAck, BudgetRaise
-from spindle.shared.contracts.errors import (
-    BudgetRefused,
-    Conflict,
-    SpindleError,
-    from_application_error,
-)
-from spindle.shared.contracts.messages import AgentMessageType, create_compact_message
+from spindle.gateway.services import run_control, run_input
+from spindle.gateway.services.run_control import RunStop
+from spindle.gateway.services.run_starts import start_run
+from spindle.gateway.services.run_views import RunLookup, describe_run
+from spindle.shared.contracts.budgets import BudgetAck, BudgetRaise
 from spindle.shared.contracts.runs import RunStatus
-
-log = logging.getLogger(__name__)
 
 router = APIRouter(tags=["runs"])
 
@@ -76,14 +55,7 @@ async def create_run(
     body: StartRunRequest,
     *,
     response: Response,
-    temporal: TemporalDep,
-    archive: ArchiveDep,
-    bus: BusDep,
-    catalog: CatalogDep,
-    settings: SettingsDep,
-    identity: IdentityDep,
-    limits: LimitsDep,
-    base_url: BaseUrlDep,
+    caller: CallerDep,
     idempotency_key: Annotated[
         str | None,
         Header(
@@ -93,20 +65,7 @@ async def create_run(
         ),
     ] = None,
 ) -> StartRunResponse:
-    permit = await admit_run_start(limits, identity.tenant_id)
-    started, is_new = await start_run(
-        body,
-        permit=permit,
-        tenant_id=identity.tenant_id,
-        user_id=identity.user_id,
-        idempotency_key=idempotency_key,
-        temporal=temporal,
-        archive=archive,
-        bus=bus,
-        catalog=catalog,
-        settings=settings,
-        base_url=base_url,
-    )
+    started, is_new = await start_run(caller, body, idempotency_key=idempotency_key)
     response.headers["Location"] = started.status_url
     if not is_new:
         response.headers["Idempotent-Replayed"] = "true"
@@ -139,40 +98,10 @@ async def list_runs(
     summary="Describe a run: status, current nodes, pending input, node reports",
     responses=PROBLEMS,
 )
-async def get_run(
-    workflow_id: str,
-    request: Request,
-    *,
-    run: ReadableRunDep,
-    temporal: TemporalDep,
-    archive: ArchiveDep,
-    bus: BusDep,
-    settings: SettingsDep,
-    base_url: BaseUrlDep,
-) -> RunDetail:
+async def get_run(workflow_id: str, *, run: ReadableRunDep, caller: CallerDep) -> RunDetail:
     # A run Temporal closed without Spindle is reconciled here, so that what
     # this answers (status, error) is also what the stream and document say.
-    return await describe_run(
-        workflow_id,
-        temporal=temporal,
-        archive=archive,
-        settings=settings,
-        base_url=base_url,
-        bus=bus,
-        on_closed=getattr(request.app.state, "on_run_closed", None),
-    )
-
-
-async def _open_run_or_raise(temporal: TemporalDep, archive: ArchiveDep, workflow_id: str) -> None:
-    description = await describe_workflow(temporal, workflow_id)
-    if description is None:
-        if await archived_run(archive, workflow_id) is None:
-            raise not_found(workflow_id)
-        raise Conflict(f"run '{workflow_id}' has already finished")
-    if not is_open(description):
-        raise Conflict(
-            f"run '{workflow_id}' has already finished ({run_status_of(description).value})"
-        )
+    return await describe_run(caller, RunLookup(workflow_id=workflow_id, reconcile=True))
 
 
 @router.post(
@@ -186,17 +115,11 @@ async def cancel_run(
     workflow_id: str,
     *,
     run: ControllableRunDep,
-    temporal: TemporalDep,
-    archive: ArchiveDep,
+    caller: CallerDep,
     body: Annotated[CancelRequest | None, Body()] = None,
 ) -> Accepted:
-    await _open_run_or_raise(temporal, archive, workflow_id)
-    try:
-        await temporal.get_workflow_handle(workflow_id).cancel(rpc_timeout=RPC_TIMEOUT)
-    except RPCError as exc:
-        raise temporal_error(exc) from exc
     reason = body.reason if body and body.reason else None
-    log.info("cancel requested for %s%s", workflow_id, f": {reason}" if reason else "")
+    await run_control.cancel_run(caller, RunStop(workflow_id=workflow_id, reason=reason))
     return Accepted(message="cancellation requested", workflow_id=workflow_id)
 
 
@@ -209,45 +132,13 @@ async def cancel_run(
 )
 async def terminate_run(
     workflow_id: str,
-    request: Request,
     *,
     run: ControllableRunDep,
-    temporal: TemporalDep,
-    archive: ArchiveDep,
-    bus: BusDep,
+    caller: CallerDep,
     body: Annotated[CancelRequest | None, Body()] = None,
 ) -> Accepted:
-    await _open_run_or_raise(temporal, archive, workflow_id)
-    reason = (body.reason if body else None) or "terminated through the gateway"
-    handle = temporal.get_workflow_handle(workflow_id)
-    children = await open_children(temporal, workflow_id)  # ABANDON: they outlive it
-    try:
-        await handle.terminate(reason=reason, rpc_timeout=RPC_TIMEOUT)
-    except RPCError as exc:
-        raise temporal_error(exc) from exc
-    if children is None:  # unanswered while it ran: ask the closed run
-        children = await open_children(temporal, workflow_id)
-    await cancel_children(temporal, children)
-    # A terminated workflow runs no more code, so the gateway ends its
-    # conversation itself (dedup key: a repeated terminate posts nothing new).
-    message = create_compact_message(
-        AgentMessageType.TERMINATED, reason, details={"status": RunStatus.TERMINATED.value}
-    )
-    try:
-        await bus.post(workflow_id, message, dedup_key=f"{workflow_id}:terminate")
-    except Exception as exc:
-        log.error("run %s terminated but TERMINATED was not posted: %s", workflow_id, exc)
-    try:
-        await archive.update_run(
-            workflow_id, status=RunStatus.TERMINATED.value, error=reason, current_nodes=[]
-        )
-    except Exception as exc:
-        log.error("run %s terminated but the archive was not updated: %s", workflow_id, exc)
-    try:
-        # A task run's documents: the terminated workflow cannot settle them itself.
-        await settle_terminated_run(request.app.state, run.tenant_id, workflow_id, reason)
-    except Exception as exc:
-        log.error("run %s terminated but its tasks were not updated: %s", workflow_id, exc)
+    stop = RunStop(workflow_id=workflow_id, reason=body.reason if body else None)
+    await run_control.terminate_run(caller, stop, tenant_id=run.tenant_id)
     return Accepted(message="run terminated", workflow_id=workflow_id)
 
 
@@ -262,36 +153,9 @@ async def terminate_run(
     },
 )
 async def raise_budget(
-    workflow_id: str,
-    body: BudgetRaise,
-    *,
-    run: ControllableRunDep,
-    identity: IdentityDep,
-    limits: LimitsDep,
-    temporal: TemporalDep,
-    archive: ArchiveDep,
+    workflow_id: str, body: BudgetRaise, *, run: ControllableRunDep, caller: CallerDep
 ) -> BudgetAck:
-    await limits.check_signal(identity.tenant_id)
-    return await execute_run_update(
-        temporal,
-        archive,
-        workflow_id=workflow_id,
-        name=RAISE_BUDGET_UPDATE,
-        argument=body,
-        result_type=BudgetAck,
-        update_id=f"budget-{uuid.uuid4().hex}",
-        refused=lambda cause: _budget_refusal(workflow_id, cause),
-    )
-
-
-def _budget_refusal(workflow_id: str, cause: BaseException) -> SpindleError:
-    error = from_application_error(cause)
-    if isinstance(error, BudgetRefused):
-        return error
-    if is_missing_handler(cause):
-        return Conflict(f"run '{workflow_id}' was started before budgets existed")
-    log.error("budget raise of %s failed: %r", workflow_id, cause)
-    return SpindleError(f"the run could not take the budget raise: {cause}")
+    return await run_input.raise_budget(caller, workflow_id, body)
 
 
 # The same operations addressed by (workflowId, runId), as @vertesia/client's
@@ -301,27 +165,9 @@ by_run_router = APIRouter(tags=["runs"])
 
 @by_run_router.get("/runs/{workflow_id}/{run_id}", response_model=RunDetail, responses=PROBLEMS)
 async def get_run_by_run_id(
-    workflow_id: str,
-    run_id: str,
-    request: Request,
-    *,
-    run: ReadableRunDep,
-    temporal: TemporalDep,
-    archive: ArchiveDep,
-    bus: BusDep,
-    settings: SettingsDep,
-    base_url: BaseUrlDep,
+    workflow_id: str, run_id: str, *, run: ReadableRunDep, caller: CallerDep
 ) -> RunDetail:
-    return await get_run(
-        workflow_id,
-        request,
-        run=run,
-        temporal=temporal,
-        archive=archive,
-        bus=bus,
-        settings=settings,
-        base_url=base_url,
-    )
+    return await get_run(workflow_id, run=run, caller=caller)
 
 
 @by_run_router.post(
@@ -335,11 +181,10 @@ async def cancel_run_by_run_id(
     run_id: str,
     *,
     run: ControllableRunDep,
-    temporal: TemporalDep,
-    archive: ArchiveDep,
+    caller: CallerDep,
     body: Annotated[CancelRequest | None, Body()] = None,
 ) -> Accepted:
-    return await cancel_run(workflow_id, run=run, temporal=temporal, archive=archive, body=body)
+    return await cancel_run(workflow_id, run=run, caller=caller, body=body)
 
 
 @by_run_router.post(
@@ -351,14 +196,9 @@ async def cancel_run_by_run_id(
 async def terminate_run_by_run_id(
     workflow_id: str,
     run_id: str,
-    request: Request,
     *,
     run: ControllableRunDep,
-    temporal: TemporalDep,
-    archive: ArchiveDep,
-    bus: BusDep,
+    caller: CallerDep,
     body: Annotated[CancelRequest | None, Body()] = None,
 ) -> Accepted:
-    return await terminate_run(
-        workflow_id, request, run=run, temporal=temporal, archive=archive, bus=bus, body=body
-    )
+    return await terminate_run(workflow_id, run=run, caller=caller, body=body)

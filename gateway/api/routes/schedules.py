@@ -7,18 +7,8 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Path, Response, status
-from temporalio.client import Client
 
-from spindle.gateway.api.deps import (
-    ArchiveDep,
-    CatalogDep,
-    IdentityDep,
-    LimitsDep,
-    SettingsDep,
-    TemporalDep,
-)
-from spindle.gateway.runs.catalog_cache import CatalogCache
-from spindle.gateway.runs.starter import admit_run_start
+from spindle.gateway.api.deps import CallerDep, IdentityDep
 from spindle.gateway.schedules.models import (
     SCHEDULE_ID_PATTERN,
     BackfillRequest,
@@ -31,9 +21,6 @@ from spindle.gateway.schedules.models import (
     TriggerRequest,
 )
 from spindle.gateway.schedules.service import ScheduleService, not_found
-from spindle.shared.contracts.identity import Identity
-from spindle.shared.platform.settings import Settings
-from spindle.shared.store.archive import RunArchive
 
 router = APIRouter(tags=["schedules"])
 
@@ -47,22 +34,6 @@ PROBLEMS: dict[int | str, dict[str, Any]] = {
 }
 
 ScheduleId = Annotated[str, Path(max_length=100, description="the schedule's id")]
-
-
-def _service(
-    temporal: Client,
-    identity: Identity,
-    archive: RunArchive,
-    catalog: CatalogCache,
-    settings: Settings,
-) -> ScheduleService:
-    return ScheduleService(
-        temporal,
-        tenant_id=identity.tenant_id,
-        archive=archive,
-        catalog=catalog,
-        settings=settings,
-    )
 
 
 def _known_shape(schedule_id: str) -> str:
@@ -84,18 +55,14 @@ class OwnedSchedule:
 async def owned_schedule(
     schedule_id: ScheduleId,
     *,
-    temporal: TemporalDep,
-    identity: IdentityDep,
-    archive: ArchiveDep,
-    catalog: CatalogDep,
-    settings: SettingsDep,
+    caller: CallerDep,
 ) -> OwnedSchedule:
     """The schedule in the path if the caller's tenant has it; else 404.
 
     A dependency, so another tenant's schedule is a 404 even when the body is
     also wrong, exactly as an unknown schedule is.
     """
-    service = _service(temporal, identity, archive, catalog, settings)
+    service = ScheduleService(caller)
     detail = await service.get(_known_shape(schedule_id))
     return OwnedSchedule(schedule_id, detail, service)
 
@@ -114,14 +81,10 @@ async def create_schedule(
     body: CreateScheduleRequest,
     *,
     response: Response,
-    temporal: TemporalDep,
-    identity: IdentityDep,
-    archive: ArchiveDep,
-    catalog: CatalogDep,
-    settings: SettingsDep,
+    caller: CallerDep,
 ) -> ScheduleDetail:
-    service = _service(temporal, identity, archive, catalog, settings)
-    created = await service.create(body, identity.user_id)
+    service = ScheduleService(caller)
+    created = await service.create(body, caller.user_id)
     response.headers["Location"] = f"/schedules/{created.id}"
     return created
 
@@ -134,13 +97,9 @@ async def create_schedule(
 )
 async def list_schedules(
     *,
-    temporal: TemporalDep,
-    identity: IdentityDep,
-    archive: ArchiveDep,
-    catalog: CatalogDep,
-    settings: SettingsDep,
+    caller: CallerDep,
 ) -> ScheduleList:
-    service = _service(temporal, identity, archive, catalog, settings)
+    service = ScheduleService(caller)
     return ScheduleList(schedules=await service.list())
 
 
@@ -205,12 +164,9 @@ async def unpause_schedule(
 )
 async def trigger_schedule(
     schedule: OwnedScheduleDep,
-    identity: IdentityDep,
-    limits: LimitsDep,
     body: Annotated[TriggerRequest | None, Body()] = None,
 ) -> ScheduleAccepted:
     # A start the caller asks for now: counted like POST /runs (docs/schedules.md).
-    await admit_run_start(limits, identity.tenant_id)
     await schedule.service.trigger(schedule.id, body.overlap if body else None)
     return ScheduleAccepted(schedule_id=schedule.id, message="a run is being started")
 

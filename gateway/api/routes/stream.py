@@ -27,8 +27,8 @@ from spindle.gateway.api.deps import (
     SettingsDep,
     TemporalDep,
 )
-from spindle.gateway.api.models import SSE_EVENT_SCHEMA
-from spindle.gateway.auth.authenticator import Authenticator
+from spindle.gateway.models import SSE_EVENT_SCHEMA
+from spindle.gateway.services.state import gateway_state
 from spindle.gateway.streams.follower import StreamCursor
 from spindle.gateway.streams.run_messages import store_reader
 from spindle.gateway.streams.sse import EventStreamResponse, RunEventStream
@@ -115,7 +115,7 @@ async def stream_messages(
         after_seq = _event_id(last_event_id_query, "lastEventId")
     archive_or_none = archive if settings.archive_enabled else None
 
-    on_closed = getattr(request.app.state, "on_run_closed", None)
+    on_closed = gateway_state(request).on_run_closed
 
     async def closed_check() -> ClosedRun | None:
         # A run Temporal closed without Spindle posts nothing by itself: without
@@ -137,8 +137,8 @@ async def stream_messages(
         on_idle=closed_check,
         idle_every=settings.sse_closed_check_keepalives,
     )
-    # Ended with a retry hint when this process stops (spindle.gateway.streams.drain).
-    return EventStreamResponse(stream, drain=getattr(request.app.state, "stream_drain", None))
+    # Ended with a retry hint when this process stops (spindle.gateway.http.stream_drain).
+    return EventStreamResponse(stream, drain=gateway_state(request).stream_drain)
 
 
 class StreamToken(BaseModel):
@@ -170,7 +170,7 @@ async def create_stream_token(
 ) -> StreamToken:
     if identity.method == "stream_token":
         raise Forbidden("a stream token cannot mint another one")
-    authenticator: Authenticator = request.app.state.authenticator
+    authenticator = gateway_state(request).authenticator
     token, expires = authenticator.stream_tokens.issue(identity, workflow_id)
     meta = await bus.get_meta(workflow_id)
     run_id = meta.get("run_id") or "latest"

@@ -35,16 +35,9 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from spindle.gateway.api.deps import (
-    ArchiveDep,
-    ControllableRunDep,
-    IdentityDep,
-    LimitsDep,
-    ReadableRunDep,
-    TemporalDep,
-)
-from spindle.gateway.runs.temporal_errors import is_missing_handler, temporal_error
-from spindle.gateway.runs.updates import execute_run_update
+from spindle.gateway.api.deps import CallerDep, ControllableRunDep, ReadableRunDep, TemporalDep
+from spindle.gateway.http.temporal_errors import is_missing_handler, temporal_error
+from spindle.gateway.services.run_input import update_run
 from spindle.shared.contracts.budgets import (
     EXTEND_WORKSTREAM_DEADLINE_UPDATE,
     DeadlineAck,
@@ -147,10 +140,7 @@ async def launch_workstream(
     body: LaunchRequest,
     *,
     run: ControllableRunDep,
-    identity: IdentityDep,
-    limits: LimitsDep,
-    temporal: TemporalDep,
-    archive: ArchiveDep,
+    caller: CallerDep,
     idempotency_key: Annotated[
         str | None,
         Header(
@@ -160,12 +150,10 @@ async def launch_workstream(
         ),
     ] = None,
 ) -> LaunchAck:
-    await limits.check_signal(identity.tenant_id)
     update_id = f"launch-{idempotency_key}" if idempotency_key else f"launch-{uuid.uuid4().hex}"
-    return await execute_run_update(
-        temporal,
-        archive,
-        workflow_id=workflow_id,
+    return await update_run(
+        caller,
+        workflow_id,
         name=LAUNCH_WORKSTREAM_UPDATE,
         argument=body,
         result_type=LaunchAck,
@@ -216,16 +204,11 @@ async def steer_workstream(
     body: SteerRequest,
     *,
     run: ControllableRunDep,
-    identity: IdentityDep,
-    limits: LimitsDep,
-    temporal: TemporalDep,
-    archive: ArchiveDep,
+    caller: CallerDep,
 ) -> SteerAck:
-    await limits.check_signal(identity.tenant_id)
-    return await execute_run_update(
-        temporal,
-        archive,
-        workflow_id=workflow_id,
+    return await update_run(
+        caller,
+        workflow_id,
         name=STEER_WORKSTREAM_UPDATE,
         argument=SteerWorkstream(launch_id=launch_id, steer=body),
         result_type=SteerAck,
@@ -247,16 +230,11 @@ async def message_workstream(
     body: WorkstreamMessageRequest,
     *,
     run: ControllableRunDep,
-    identity: IdentityDep,
-    limits: LimitsDep,
-    temporal: TemporalDep,
-    archive: ArchiveDep,
+    caller: CallerDep,
 ) -> WorkstreamMessageAck:
-    await limits.check_signal(identity.tenant_id)
-    return await execute_run_update(
-        temporal,
-        archive,
-        workflow_id=workflow_id,
+    return await update_run(
+        caller,
+        workflow_id,
         name=MESSAGE_WORKSTREAM_UPDATE,
         argument=MessageWorkstream(launch_id=launch_id, message=body),
         result_type=WorkstreamMessageAck,
@@ -277,16 +255,11 @@ async def terminate_workstream(
     launch_id: LaunchId,
     *,
     run: ControllableRunDep,
-    identity: IdentityDep,
-    limits: LimitsDep,
-    temporal: TemporalDep,
-    archive: ArchiveDep,
+    caller: CallerDep,
 ) -> TerminateAck:
-    await limits.check_signal(identity.tenant_id)
-    return await execute_run_update(
-        temporal,
-        archive,
-        workflow_id=workflow_id,
+    return await update_run(
+        caller,
+        workflow_id,
         name=TERMINATE_WORKSTREAM_UPDATE,
         argument=TerminateWorkstream(launch_id=launch_id),
         result_type=TerminateAck,
@@ -307,16 +280,11 @@ async def extend_workstream_deadline(
     body: DeadlineExtension,
     *,
     run: ControllableRunDep,
-    identity: IdentityDep,
-    limits: LimitsDep,
-    temporal: TemporalDep,
-    archive: ArchiveDep,
+    caller: CallerDep,
 ) -> DeadlineAck:
-    await limits.check_signal(identity.tenant_id)
-    return await execute_run_update(
-        temporal,
-        archive,
-        workflow_id=workflow_id,
+    return await update_run(
+        caller,
+        workflow_id,
         name=EXTEND_WORKSTREAM_DEADLINE_UPDATE,
         argument=ExtendWorkstreamDeadline(launch_id=launch_id, extension=body),
         result_type=DeadlineAck,

@@ -39,12 +39,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message, Scope
 
-from spindle.gateway.api.deps import base_url
-from spindle.gateway.limits.tenant_limits import TenantLimits
 from spindle.gateway.protocols.a2a.request_handler import SpindleRequestHandler
-from spindle.gateway.protocols.a2a.spindle_call import CALL_KEY, SpindleCall
+from spindle.gateway.protocols.a2a.spindle_call import CALL_KEY
 from spindle.gateway.protocols.a2a.v03_adapter import SpindleJSONRPC03Adapter
 from spindle.gateway.protocols.jsonrpc.registry import set_a2a_bridge
+from spindle.gateway.services.callers import caller_for
+from spindle.gateway.services.state import app_state, gateway_state
 from spindle.shared.contracts.errors import RateLimited, Unavailable
 from spindle.shared.contracts.identity import Identity
 
@@ -149,7 +149,7 @@ class A2ABridge:
             )
         method = str(payload.get("method") or "")
         version = b"0.3" if "/" in method else b"1.0"
-        settings = self._app.state.settings
+        settings = app_state(self._app).settings
         scope: Scope = {
             "type": "http",
             "http_version": "1.1",
@@ -193,7 +193,7 @@ class A2ABridge:
         self, request: Request, payload: dict[str, Any], identity: Identity
     ) -> Response:
         """A streaming method, served under one of the tenant's stream slots."""
-        limits: TenantLimits = request.app.state.limits
+        limits = gateway_state(request).limits
         try:
             lease = await limits.open_stream(identity.tenant_id)
         except (RateLimited, Unavailable) as exc:
@@ -268,9 +268,7 @@ def _sub_request(request: Request, payload: dict[str, Any], identity: Identity) 
         return {"type": "http.request", "body": body, "more_body": False}
 
     scope: Scope = dict(request.scope)
-    scope[SCOPE_KEY] = SpindleCall(
-        identity=identity, state=request.app.state, base_url=base_url(request)
-    )
+    scope[SCOPE_KEY] = caller_for(request, identity)
     return Request(scope, receive)
 
 

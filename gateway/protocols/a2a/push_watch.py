@@ -51,16 +51,16 @@ from a2a.types import Task, TaskPushNotificationConfig
 from a2a.utils.errors import InvalidParamsError
 from a2a.utils.proto_utils import to_stream_response
 from google.protobuf.json_format import MessageToDict, ParseDict
-from starlette.datastructures import State
 
 from spindle.gateway.protocols.a2a.run_events import final_events
-from spindle.gateway.protocols.a2a.spindle_call import SpindleCall
 from spindle.gateway.protocols.a2a.task_mapping import (
     TERMINAL_STATES,
     asks_for_input,
     input_required_event,
     progress_event,
 )
+from spindle.gateway.services.callers import Caller
+from spindle.gateway.services.state import GatewayState
 from spindle.gateway.streams.history import stored_messages
 from spindle.shared.contracts.errors import OutboundRefused
 from spindle.shared.contracts.identity import Identity
@@ -266,12 +266,12 @@ class PushWatcher(BackgroundLoop):
     """Follows watched tasks' runs and queues their A2A events (one per gateway process).
 
     Args:
-        state: the gateway's ``app.state`` (bus, archive, temporal, settings).
+        state: the gateway's state (bus, archive, temporal, settings).
     """
 
     name = "a2a push watcher"
 
-    def __init__(self, state: State) -> None:
+    def __init__(self, state: GatewayState) -> None:
         self.state = state
         self.store = PushConfigStore(state.bus.redis)
         super().__init__()
@@ -313,7 +313,7 @@ class PushWatcher(BackgroundLoop):
             await self._unwatch(task_id)
             return
         cursor = int(await redis.get(cursor_key(task_id)) or 0)
-        archive = self.state.archive if self.state.settings.archive_enabled else None
+        archive = self.state.archive_if_enabled()
         stored = await stored_messages(
             task_id, bus=self.state.bus, archive=archive, after_seq=cursor
         )
@@ -353,9 +353,7 @@ class PushWatcher(BackgroundLoop):
             pipe.delete(cursor_key(task_id))
             await pipe.execute()
 
-    def _call(self, entries: dict[str, dict[str, Any]]) -> SpindleCall:
+    def _call(self, entries: dict[str, dict[str, Any]]) -> Caller:
         first = next(iter(entries.values()))
         identity = Identity(tenant_id=first["tenant"], user_id=first["user"], method="disabled")
-        return SpindleCall(
-            identity=identity, state=self.state, base_url=self.state.settings.base_url
-        )
+        return Caller(identity=identity, state=self.state, base_url=self.state.settings.base_url)

@@ -14,7 +14,7 @@ operation checks the caller's tenant like the REST routes do.
   ``research-agent``) with the message as input (``task_mapping.run_input``),
   through ``run_starter.start_run`` as ``POST /runs`` does;
 - send / stream with the ``taskId`` of a run waiting for input: the message is
-  the ``UserInput`` answer (``signals.deliver_signal``) and the run resumes;
+  the ``UserInput`` answer (``services.run_input.signal_run``) and the run resumes;
 - a blocking send returns when the run ends or asks for input; a send's stream
   ends there too, a subscription only when the run ends;
 - get, cancel and subscribe address the run by its workflow id (get with the
@@ -61,7 +61,6 @@ from a2a.utils.errors import (
     TaskNotFoundError,
     UnsupportedOperationError,
 )
-from temporalio.service import RPCError
 
 from spindle.gateway.protocols.a2a.push_watch import (
     PushConfigStore,
@@ -72,7 +71,6 @@ from spindle.gateway.protocols.a2a.push_watch import (
 from spindle.gateway.protocols.a2a.run_events import run_events, send_events
 from spindle.gateway.protocols.a2a.spindle_call import (
     CLOSE_WAIT,
-    SpindleCall,
     authorize,
     call_of,
     describe,
@@ -86,8 +84,8 @@ from spindle.gateway.protocols.a2a.task_mapping import (
     task_from_run,
 )
 from spindle.gateway.runs.access import RunAction
-from spindle.gateway.runs.temporal import RPC_TIMEOUT, describe_workflow, is_open
-from spindle.gateway.runs.temporal_errors import temporal_error
+from spindle.gateway.services.callers import Caller
+from spindle.gateway.services.run_control import is_run_open, request_cancel
 from spindle.shared.contracts.errors import SpindleError
 from spindle.shared.platform.outbound import outbound_policy
 
@@ -126,18 +124,17 @@ class SpindleRequestHandler(RequestHandler):
     ) -> Task | None:
         call = call_of(context)
         owner = await authorize(call, params.id, RunAction.CONTROL)
-        temporal = call.state.temporal
         try:
-            description = await describe_workflow(temporal, params.id)
+            running = await is_run_open(call, params.id)
         except SpindleError as exc:
             raise InternalError(message=exc.detail) from exc
-        if description is None or not is_open(description):
+        if not running:
             raise TaskNotCancelableError(message=f"task '{params.id}' has already finished")
         async with follower_of(call, params.id, from_now=True) as follower:
             try:
-                await temporal.get_workflow_handle(params.id).cancel(rpc_timeout=RPC_TIMEOUT)
-            except RPCError as exc:
-                raise InternalError(message=temporal_error(exc).detail) from exc
+                await request_cancel(call, params.id)
+            except SpindleError as exc:
+                raise InternalError(message=exc.detail) from exc
             try:
                 async with asyncio.timeout(CLOSE_WAIT.total_seconds()):
                     async for _ in follower.messages():
@@ -266,14 +263,14 @@ def _history_length(value: int | None) -> int | None:
     return value
 
 
-def _push_store(call: SpindleCall) -> PushConfigStore:
+def _push_store(call: Caller) -> PushConfigStore:
     return PushConfigStore(call.state.bus.redis)
 
 
 async def _with_inline_push(
     events: AsyncGenerator[Event, None],
     params: SendMessageRequest,
-    call: SpindleCall,
+    call: Caller,
     protocol: str,
 ) -> AsyncGenerator[Event, None]:
     """``events``, storing the request's inline push config once the task is known."""

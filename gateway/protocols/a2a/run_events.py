@@ -32,11 +32,9 @@ from a2a.utils.errors import (
 from google.protobuf.json_format import MessageToDict
 from pydantic import ValidationError
 
-from spindle.gateway.api.models import StartRunRequest
-from spindle.gateway.api.routes.signals import deliver_signal
+from spindle.gateway.models import StartRunRequest
 from spindle.gateway.protocols.a2a.run_follower import RunFollower
 from spindle.gateway.protocols.a2a.spindle_call import (
-    SpindleCall,
     authorize,
     describe,
     follower_of,
@@ -55,7 +53,9 @@ from spindle.gateway.protocols.a2a.task_mapping import (
     user_answer,
 )
 from spindle.gateway.runs.access import RunAction
-from spindle.gateway.runs.starter import admit_run_start, resolve_graph, start_run
+from spindle.gateway.services.callers import Caller
+from spindle.gateway.services.run_input import RunSignal, signal_run
+from spindle.gateway.services.run_starts import admit_start
 from spindle.shared.contracts.errors import (
     Conflict,
     NotFound,
@@ -64,12 +64,12 @@ from spindle.shared.contracts.errors import (
     ValidationFailed,
 )
 from spindle.shared.contracts.messages import CompactMessage
-from spindle.shared.contracts.runs import USER_INPUT_UPDATE, RunStatus
+from spindle.shared.contracts.runs import RunStatus
 
 DEFAULT_GRAPH = "research-agent"
 
 
-async def send_events(params: SendMessageRequest, call: SpindleCall) -> AsyncGenerator[Event, None]:
+async def send_events(params: SendMessageRequest, call: Caller) -> AsyncGenerator[Event, None]:
     """The events of a send: a new run, or the answer to a waiting one."""
     message = params.message
     check_media_types(message)
@@ -119,34 +119,18 @@ def check_media_types(message: Message) -> None:
             )
 
 
-async def _start(
-    call: SpindleCall, message: Message, params: SendMessageRequest
-) -> tuple[str, str]:
+async def _start(call: Caller, message: Message, params: SendMessageRequest) -> tuple[str, str]:
     """Start the run a new message asks for; returns its workflow id and graph."""
-    state = call.state
-    identity = call.identity
     graph = _graph_of(message, params)
     try:
-        permit = await admit_run_start(state.limits, identity.tenant_id)
-        spec = await resolve_graph(StartRunRequest(graph=graph), state.archive, identity.tenant_id)
+        admitted = await admit_start(call)
+        spec = await admitted.graph(graph)
         body = StartRunRequest(
             graph=graph,
             input=run_input(message, spec.input_schema),
             **run_options(message, params),
         )
-        started, _ = await start_run(
-            body,
-            permit=permit,
-            tenant_id=identity.tenant_id,
-            user_id=identity.user_id,
-            idempotency_key=None,
-            temporal=state.temporal,
-            archive=state.archive,
-            bus=state.bus,
-            catalog=state.catalog,
-            settings=state.settings,
-            base_url=call.base_url,
-        )
+        started, _ = await admitted.start(body)
     except NotFound as exc:
         raise InvalidParamsError(
             message=exc.detail, data={"field": "message.metadata.graph", "reason": "not registered"}
@@ -219,23 +203,13 @@ def _graph_of(message: Message, params: SendMessageRequest) -> str:
     return DEFAULT_GRAPH
 
 
-async def _answer(call: SpindleCall, message: Message) -> AsyncGenerator[Event, None]:
+async def _answer(call: Caller, message: Message) -> AsyncGenerator[Event, None]:
     """A follow-up message: the answer to the run's pending prompt, then its events."""
     task_id = message.task_id
     owner = await authorize(call, task_id, RunAction.CONTROL)
     async with follower_of(call, task_id, from_now=True) as follower:
         try:
-            await call.state.limits.check_signal(call.identity.tenant_id)
-            await deliver_signal(
-                task_id,
-                USER_INPUT_UPDATE,
-                user_answer(message),
-                identity=call.identity,
-                temporal=call.state.temporal,
-                archive=call.state.archive,
-                max_answer_bytes=call.state.settings.max_answer_bytes,
-                settings=call.state.settings,
-            )
+            await signal_run(call, RunSignal(workflow_id=task_id, input=user_answer(message)))
         except NotFound as exc:
             raise TaskNotFoundError(message=f"task '{task_id}' was not found") from exc
         except Conflict as exc:
@@ -258,7 +232,7 @@ async def _answer(call: SpindleCall, message: Message) -> AsyncGenerator[Event, 
 
 
 async def run_events(
-    call: SpindleCall, task_id: str, follower: RunFollower, *, until_terminal: bool = False
+    call: Caller, task_id: str, follower: RunFollower, *, until_terminal: bool = False
 ) -> AsyncIterator[TaskStatusUpdateEvent | TaskArtifactUpdateEvent]:
     """The run's messages as A2A events, until it asks for input or ends.
 
@@ -282,7 +256,7 @@ async def run_events(
 
 
 async def final_events(
-    call: SpindleCall, task_id: str, last: CompactMessage
+    call: Caller, task_id: str, last: CompactMessage
 ) -> list[TaskStatusUpdateEvent | TaskArtifactUpdateEvent]:
     """How the run ended, from Temporal and the archive once the workflow closed."""
     await wait_closed(call, task_id)

@@ -20,8 +20,8 @@ import orjson
 from a2a.helpers import new_data_part, new_text_part
 from a2a.types import Message, Part, Role, Task
 
-from spindle.gateway.api.models import RunDetail
-from spindle.gateway.protocols.a2a.spindle_call import SpindleCall
+from spindle.gateway.models import RunDetail
+from spindle.gateway.services.callers import Caller
 from spindle.gateway.streams.history import stored_messages
 from spindle.shared.contracts.messages import MAIN_WORKSTREAM, AgentMessageType, CompactMessage
 
@@ -68,7 +68,7 @@ def stream_message(task_id: str, seq: int, message: CompactMessage) -> Message |
     return _message(task_id, f"{task_id}-{seq}", role, [new_text_part(message.m)])
 
 
-async def task_history(call: SpindleCall, detail: RunDetail) -> list[Message]:
+async def task_history(call: Caller, detail: RunDetail) -> list[Message]:
     """The run's conversation, oldest first."""
     task_id = detail.workflow_id
     history: list[Message] = []

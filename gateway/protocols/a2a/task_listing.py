@@ -13,7 +13,7 @@ from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
 from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import validate_page_size
 
-from spindle.gateway.api.models import RunDetail
+from spindle.gateway.models import RunDetail
 from spindle.gateway.protocols.a2a.task_mapping import task_from_run
 from spindle.shared.contracts.identity import Identity
 from spindle.shared.contracts.runs import PendingInput, RunStatus

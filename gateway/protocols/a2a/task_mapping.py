@@ -28,7 +28,7 @@ from a2a.types import (
     TaskStatusUpdateEvent,
 )
 
-from spindle.gateway.api.models import RunDetail
+from spindle.gateway.models import RunDetail
 from spindle.shared.contracts.messages import MAIN_WORKSTREAM, AgentMessageType, CompactMessage
 from spindle.shared.contracts.runs import RunStatus, UserInput
 

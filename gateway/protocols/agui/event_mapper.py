@@ -9,7 +9,7 @@ a pure function of the segment's messages, so every event has a stable id,
 among that message's events (the opening events take the segment's start seq).
 A client that reconnects with its last id gets the rest exactly once: the
 segment is mapped again and everything up to that id is dropped
-(docs/protocols.md, AG-UI; docs/streaming/gap-free.md).
+(docs/protocols/agui.md; docs/streaming/gap-free.md).
 
 What maps to what:
 

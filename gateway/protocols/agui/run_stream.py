@@ -1,13 +1,13 @@
 """An AG-UI run: start the Spindle run, or answer its interrupt, or re-attach; then stream.
 
-``open_agui_run`` decides what a ``RunAgentInput`` is (docs/protocols.md, AG-UI):
+``open_agui_run`` decides what a ``RunAgentInput`` is (docs/protocols/agui.md):
 
 - a ``runId`` already seen on the thread: a reconnect. Nothing is started or
   answered again; the stream is the same segment, after ``Last-Event-ID``.
 - ``resume``: the answer to the interrupt the thread's run waits on, delivered
-  through ``deliver_signal`` (validated exactly as ``POST …/signal/UserInput``);
+  through ``services.run_input.signal_run`` (validated exactly as ``POST …/signal/UserInput``);
   the new AG-UI run follows the messages after the prompt.
-- otherwise: a new Spindle run of the graph (through ``admit_run_start``), and
+- otherwise: a new Spindle run of the graph (through ``services.run_starts``), and
   the thread now stands for it.
 
 ``AguiEventStream`` then follows the run's messages (``StreamFollower``, the
@@ -17,18 +17,13 @@ AG-UI SSE frames until the segment ends.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from starlette.datastructures import State
-
-from spindle.gateway.api.models import StartRunRequest
-from spindle.gateway.api.routes.signals import deliver_signal
+from spindle.gateway.models import StartRunRequest
 from spindle.gateway.protocols.a2a.task_mapping import single_required_string
 from spindle.gateway.protocols.agui.event_mapper import (
     AguiEvent,
@@ -38,16 +33,17 @@ from spindle.gateway.protocols.agui.event_mapper import (
 )
 from spindle.gateway.protocols.agui.models import AguiResumeEntry, AguiRunInput
 from spindle.gateway.protocols.agui.threads import AguiRunRecord, AguiThreads
-from spindle.gateway.runs.access import RunAction, authorize_run
-from spindle.gateway.runs.lookup import describe_run
-from spindle.gateway.runs.starter import admit_run_start, resolve_graph, start_run
+from spindle.gateway.runs.access import RunAction
+from spindle.gateway.services.callers import Caller
+from spindle.gateway.services.run_input import RunSignal, signal_run
+from spindle.gateway.services.run_starts import admit_start
+from spindle.gateway.services.run_views import RunLookup, authorize, await_close, describe_run
 from spindle.gateway.streams.follower import StreamCursor, StreamFollower
 from spindle.gateway.streams.history import stored_messages
 from spindle.gateway.streams.run_messages import RunMessages
 from spindle.shared.contracts.errors import Conflict, NotFound, ValidationFailed
-from spindle.shared.contracts.identity import Identity
 from spindle.shared.contracts.messages import AgentMessageType, CompactMessage
-from spindle.shared.contracts.runs import USER_INPUT_UPDATE, RunStatus, UserInput
+from spindle.shared.contracts.runs import RunStatus, UserInput
 from spindle.shared.temporal.closed_runs import reconcile_closed_run
 
 log = logging.getLogger(__name__)
@@ -57,21 +53,8 @@ KEEPALIVE = b": keep-alive\n\n"
 CLOSE_WAIT = timedelta(seconds=20)
 
 
-@dataclass(frozen=True)
-class AguiCall:
-    """Who asks, with the app's clients (``request.app.state``)."""
-
-    identity: Identity
-    state: State
-    base_url: str
-
-    @property
-    def tenant_id(self) -> str:
-        return self.identity.tenant_id
-
-
 async def open_agui_run(
-    call: AguiCall, graph: str, body: AguiRunInput, *, reconnecting: bool
+    call: Caller, graph: str, body: AguiRunInput, *, reconnecting: bool
 ) -> AguiRunRecord:
     """The segment this request streams: re-attached, resumed or newly started.
 
@@ -103,21 +86,12 @@ async def open_agui_run(
     return record
 
 
-async def _authorize(call: AguiCall, workflow_id: str, action: RunAction) -> None:
-    state = call.state
-    await authorize_run(
-        workflow_id,
-        call.identity,
-        action,
-        bus=state.bus,
-        archive=state.archive,
-        temporal=state.temporal,
-        settings=state.settings,
-    )
+async def _authorize(call: Caller, workflow_id: str, action: RunAction) -> None:
+    await authorize(call, workflow_id, action)
 
 
 def run_input(body: AguiRunInput, input_schema: dict[str, Any] | None) -> Any:
-    """The Spindle run input of a RunAgentInput (docs/protocols.md, AG-UI)."""
+    """The Spindle run input of a RunAgentInput (docs/protocols/agui.md)."""
     given, value = body.forwarded_input()
     if given:
         return value
@@ -127,26 +101,14 @@ def run_input(body: AguiRunInput, input_schema: dict[str, Any] | None) -> Any:
 
 
 async def _start(
-    call: AguiCall, threads: AguiThreads, graph: str, body: AguiRunInput
+    call: Caller, threads: AguiThreads, graph: str, body: AguiRunInput
 ) -> AguiRunRecord:
-    state = call.state
-    permit = await admit_run_start(state.limits, call.tenant_id)
-    spec = await resolve_graph(StartRunRequest(graph=graph), state.archive, call.tenant_id)
+    admitted = await admit_start(call)
+    spec = await admitted.graph(graph)
     request = StartRunRequest(graph=graph, input=run_input(body, spec.input_schema))
-    started, _ = await start_run(
-        request,
-        permit=permit,
-        tenant_id=call.tenant_id,
-        user_id=call.identity.user_id,
-        # A retried start of the same AG-UI run is the same Spindle run.
-        idempotency_key=f"agui:{body.thread_id}:{body.run_id}",
-        temporal=state.temporal,
-        archive=state.archive,
-        bus=state.bus,
-        catalog=state.catalog,
-        settings=state.settings,
-        base_url=call.base_url,
-    )
+    # A retried start of the same AG-UI run is the same Spindle run.
+    key = f"agui:{body.thread_id}:{body.run_id}"
+    started, _ = await admitted.start(request, idempotency_key=key)
     await threads.set_thread_run(call.tenant_id, body.thread_id, started.workflow_id)
     return AguiRunRecord(workflow_id=started.workflow_id, start_seq=0, graph=graph)
 
@@ -166,14 +128,13 @@ def _answer_refused(exc: ValidationFailed) -> ValidationFailed:
 
 
 async def _resume(
-    call: AguiCall,
+    call: Caller,
     threads: AguiThreads,
     graph: str,
     body: AguiRunInput,
     entry: AguiResumeEntry,
 ) -> AguiRunRecord:
     """Answer the thread's interrupt; the new segment starts after the prompt."""
-    state = call.state
     workflow_id = await threads.thread_run(call.tenant_id, body.thread_id)
     if workflow_id is None:
         raise NotFound(f"thread '{body.thread_id}' was not found")
@@ -189,31 +150,22 @@ async def _resume(
         raise _resume_error(
             "resume.0.status", "a Spindle prompt cannot be cancelled: answer it, or cancel the run"
         )
-    await state.limits.check_signal(call.tenant_id)
+    signal = RunSignal(workflow_id=workflow_id, input=_answer(entry, prompt, body.run_id))
     try:
-        await deliver_signal(
-            workflow_id,
-            USER_INPUT_UPDATE,
-            _answer(entry, prompt, body.run_id),
-            identity=call.identity,
-            temporal=state.temporal,
-            archive=state.archive,
-            max_answer_bytes=state.settings.max_answer_bytes,
-            settings=state.settings,
-        )
+        await signal_run(call, signal)
     except ValidationFailed as exc:
         raise _answer_refused(exc) from exc
     return AguiRunRecord(workflow_id=workflow_id, start_seq=seq, graph=graph)
 
 
-async def _prompt_at(call: AguiCall, workflow_id: str, seq: int) -> CompactMessage | None:
+async def _prompt_at(call: Caller, workflow_id: str, seq: int) -> CompactMessage | None:
     """The main workstream's REQUEST_INPUT stored at ``seq``, while it is still open.
 
     None when there is no such prompt, or when it was answered already or a later
     prompt was asked (an old interrupt must not answer a new prompt of the same node).
     """
     state = call.state
-    archive = state.archive if state.settings.archive_enabled else None
+    archive = state.archive_if_enabled()
     stored = await stored_messages(workflow_id, bus=state.bus, archive=archive, after_seq=seq - 1)
     if not stored or stored[0].seq != seq:
         return None
@@ -255,7 +207,7 @@ class AguiEventStream:
 
     def __init__(
         self,
-        call: AguiCall,
+        call: Caller,
         body: AguiRunInput,
         record: AguiRunRecord,
         after: tuple[int, int] | None,
@@ -264,7 +216,7 @@ class AguiEventStream:
         self._record = record
         self._after = after
         state = call.state
-        self._archive = state.archive if state.settings.archive_enabled else None
+        self._archive = state.archive_if_enabled()
         self._mapper = SegmentMapper(
             thread_id=body.thread_id,
             run_id=body.run_id,
@@ -327,7 +279,7 @@ class AguiEventStream:
                 temporal=state.temporal,
                 bus=state.bus,
                 archive=self._archive,
-                on_closed=getattr(state, "on_run_closed", None),
+                on_closed=state.on_run_closed,
             )
         except Exception as exc:  # the stream goes on; the next check retries
             log.info("agui %s: closed-run check failed: %r", self._record.workflow_id, exc)
@@ -336,21 +288,8 @@ class AguiEventStream:
         """The run's output, once Temporal reports it closed (completed runs only)."""
         if self._mapper.end != SegmentEnd.COMPLETED:
             return None
-        state = self._call.state
         workflow_id = self._record.workflow_id
-        handle = state.temporal.get_workflow_handle(workflow_id)
-        try:
-            async with asyncio.timeout(CLOSE_WAIT.total_seconds()):
-                await handle.result()
-        except TimeoutError:
+        if not await await_close(self._call, workflow_id, CLOSE_WAIT.total_seconds()):
             log.warning("agui: run %s did not close within %s", workflow_id, CLOSE_WAIT)
-        except Exception as exc:  # failed, canceled, terminated: all are a close
-            log.debug("agui: run %s closed with %r", workflow_id, exc)
-        detail = await describe_run(
-            workflow_id,
-            temporal=state.temporal,
-            archive=state.archive,
-            settings=state.settings,
-            base_url=self._call.base_url,
-        )
+        detail = await describe_run(self._call, RunLookup(workflow_id=workflow_id))
         return detail.output if detail.status == RunStatus.COMPLETED else None

@@ -36,6 +36,8 @@ from spindle.gateway.protocols.jsonrpc.protocol import (
     result_response,
 )
 from spindle.gateway.protocols.jsonrpc.registry import RpcContext, StreamingResult
+from spindle.gateway.services.callers import caller_for
+from spindle.gateway.services.state import gateway_state
 from spindle.shared.contracts.errors import SpindleError, Unauthorized, Unavailable
 from spindle.shared.contracts.identity import Identity
 
@@ -80,7 +82,7 @@ async def answer(request: Request) -> Response:
                 headers={"Accept": "application/json"},
             )
         return json_response(parsed.error)
-    cap = request.app.state.settings.jsonrpc_max_batch
+    cap = gateway_state(request).settings.jsonrpc_max_batch
     if parsed.batch and len(parsed.members) > cap:
         reason = (
             f"a batch holds at most {cap} requests (jsonrpc_max_batch); "
@@ -158,8 +160,7 @@ async def _run_task_method(
         )
     ctx = RpcContext(
         request=request,
-        identity=identity,
-        state=request.app.state,
+        caller=caller_for(request, identity),
         envelope=call.payload,
         in_batch=in_batch,
     )

@@ -19,10 +19,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from starlette.datastructures import State
 from starlette.requests import Request
 from starlette.responses import Response
 
+from spindle.gateway.services.callers import Caller
+from spindle.gateway.services.state import GatewayState
 from spindle.shared.contracts.identity import Identity
 from spindle.shared.tasks.store import TaskStore
 
@@ -35,18 +36,25 @@ class RpcContext:
 
     Attributes:
         request: the HTTP request carrying the call (or the batch).
-        identity: the authenticated caller; every task it touches is its tenant's.
-        state: ``app.state`` (settings, temporal, bus, archive, catalog, tasks …).
+        caller: the authenticated caller (every task it touches is its tenant's),
+            with the gateway's state, as the service layer takes it.
         envelope: the whole JSON-RPC request object (``metadata``/``configuration``
             live beside ``params`` in seed 003's streaming and push requests).
         in_batch: true when the call is a member of a batch (no streaming then).
     """
 
     request: Request
-    identity: Identity
-    state: State
+    caller: Caller
     envelope: dict[str, Any]
     in_batch: bool = False
+
+    @property
+    def identity(self) -> Identity:
+        return self.caller.identity
+
+    @property
+    def state(self) -> GatewayState:
+        return self.caller.state
 
 
 Handler = Callable[[dict[str, Any], RpcContext], Awaitable[Any]]
@@ -105,14 +113,7 @@ def get_a2a_bridge() -> A2ABridge | None:
 
 
 async def task_store(ctx: RpcContext) -> TaskStore:
-    """The app's task store (built over the archive's database on first use).
-
-    Sharing the archive's Mongo client keeps one connection pool per gateway
-    and lets the archive's lifespan close it.
-    """
-    store: TaskStore | None = getattr(ctx.state, "task_store", None)
-    if store is None:
-        store = TaskStore(ctx.state.archive.database)
-        ctx.state.task_store = store
+    """The app's task store (over the archive's database), its indexes ensured."""
+    store = ctx.state.tasks
     await store.ensure_indexes()
     return store

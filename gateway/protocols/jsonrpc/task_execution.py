@@ -28,17 +28,14 @@ once, the root last); a task that never ran is cancelled alone.
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 from typing import Any
 
 from pydantic import ValidationError
 from starlette.responses import StreamingResponse
-from temporalio.service import RPCError
 
-from spindle.gateway.api.deps import base_url
-from spindle.gateway.api.models import StartRunRequest
 from spindle.gateway.limits.tenant_limits import StreamLease
+from spindle.gateway.models import StartRunRequest
 from spindle.gateway.protocols.jsonrpc.registry import (
     TASK_METHODS,
     RpcContext,
@@ -53,16 +50,16 @@ from spindle.gateway.protocols.jsonrpc.task_params import (
     validation_failed,
 )
 from spindle.gateway.protocols.jsonrpc.task_rules import require_control
-from spindle.gateway.runs.starter import admit_run_start, start_run
+from spindle.gateway.runs.task_runs import settle_run_tasks
 from spindle.gateway.runs.temporal import new_workflow_id
+from spindle.gateway.services.run_control import request_cancel
+from spindle.gateway.services.run_starts import admit_start
 from spindle.shared.contracts.errors import Conflict, NotFound
 from spindle.shared.contracts.tasks import TERMINAL_STATUSES, Task, is_uuid
 from spindle.shared.graphs.task_tree import (
     TASK_RUN_META,
     TaskGraph,
-    TaskRunMeta,
     build_task_graph,
-    node_id_of,
 )
 from spindle.shared.platform.outbound import outbound_policy
 from spindle.shared.tasks.events import TaskEventLog, status_event
@@ -186,7 +183,7 @@ async def _execute(
     options: dict[str, Any],
 ) -> Any:
     tenant = ctx.identity.tenant_id
-    permit = await admit_run_start(ctx.state.limits, tenant)
+    admitted = await admit_start(ctx.caller)
     # A fresh key fixes the workflow id before the start, so every task names
     # its run before any node of it can finish.
     start_key = f"tasks.execute:{root_id}:{uuid.uuid4().hex}"
@@ -206,19 +203,7 @@ async def _execute(
         **options,
     )
     try:
-        started, _ = await start_run(
-            request,
-            permit=permit,
-            tenant_id=tenant,
-            user_id=ctx.identity.user_id,
-            idempotency_key=start_key,
-            temporal=ctx.state.temporal,
-            archive=ctx.state.archive,
-            bus=ctx.state.bus,
-            catalog=ctx.state.catalog,
-            settings=ctx.state.settings,
-            base_url=base_url(ctx.request),
-        )
+        started, _ = await admitted.start(request, idempotency_key=start_key)
     except Exception:
         await _release(store, tenant, [t.id for t in tasks], workflow_id)
         raise
@@ -250,53 +235,18 @@ async def _claim(
     """Link the tree to its run, atomically per task: a task that is not pending
     or already belongs to a run (a concurrent execute of this tree or of a
     subtree) makes the whole claim fail (-32000) and be undone."""
-    free = {"tenant_id": tenant, "status": "pending", "workflow_id": None}
-    stamp = {"$inc": {"version": 1}, "$currentDate": {"updated_at": True}}
-    claimed = await store.tasks.find_one_and_update(
-        {"_id": root_id, **free},
-        {
-            "$set": {
-                "status": "in_progress",
-                "progress": 0.0,
-                "workflow_id": workflow_id,
-                "root_task_id": root_id,
-                "result": None,
-                "error": None,
-                "completed_at": None,
-            },
-            "$inc": {"version": 1},
-            # The root starts with the run; its nodes' tasks when their node does.
-            "$currentDate": {"updated_at": True, "started_at": True},
-        },
-    )
-    if claimed is None:
+    if not await store.claim_root(tenant, root_id, workflow_id):
         raise Conflict(f"task {root_id} is already executing")
     if not others:
         return
-    linked = await store.tasks.update_many(
-        {"_id": {"$in": others}, **free},
-        {"$set": {"workflow_id": workflow_id, "root_task_id": root_id, "progress": 0.0}, **stamp},
-    )
-    if linked.modified_count != len(others):
+    if not await store.link_to_run(tenant, others, root_id=root_id, workflow_id=workflow_id):
         await _release(store, tenant, [root_id, *others], workflow_id)
         raise Conflict(f"part of the tree of task {root_id} is already executing")
 
 
 async def _release(store: TaskStore, tenant: str, task_ids: list[str], workflow_id: str) -> None:
     """Undo a claim whose run could not start (the tree may be executed again)."""
-    await store.tasks.update_many(
-        {"tenant_id": tenant, "_id": {"$in": task_ids}, "workflow_id": workflow_id},
-        {
-            "$set": {
-                "status": "pending",
-                "workflow_id": None,
-                "root_task_id": None,
-                "started_at": None,
-            },
-            "$inc": {"version": 1},
-            "$currentDate": {"updated_at": True},
-        },
-    )
+    await store.unlink_from_run(tenant, task_ids, workflow_id)
 
 
 @tasks_method("tasks.cancel")
@@ -318,7 +268,8 @@ async def cancel(params: dict[str, Any], ctx: RpcContext) -> dict[str, Any]:
         raise Conflict(f"task {task_id} is {task.status}; only pending or in_progress tasks cancel")
     tracker = _tracker(ctx, store)
     if task.workflow_id and task.root_task_id:
-        await _cancel_run(ctx, task.workflow_id)
+        # Already closed: the task documents are what is left to settle.
+        await request_cancel(ctx.caller, task.workflow_id, closed_ok=True)
         await settle_run_tasks(
             store,
             tracker,
@@ -334,46 +285,3 @@ async def cancel(params: dict[str, Any], ctx: RpcContext) -> dict[str, Any]:
     current = await store.find(tenant, task_id)
     status = current.status if current is not None else "cancelled"
     return {"task_id": task_id, "status": status}
-
-
-async def settle_run_tasks(
-    store: TaskStore,
-    tracker: TaskTracker,
-    tenant_id: str,
-    workflow_id: str,
-    *,
-    run_status: str,
-    error: str | None,
-) -> None:
-    """Give the tasks of a run that ended outside the worker their end (root last).
-
-    A cancelled run's worker settles them itself; a terminated run runs no more
-    code, so ``tasks.cancel`` and the REST terminate route settle them here.
-    """
-    members = await store.tasks.find({"tenant_id": tenant_id, "workflow_id": workflow_id}).to_list(
-        None
-    )
-    roots = {doc.get("root_task_id") for doc in members if doc.get("root_task_id")}
-    if len(roots) != 1:
-        return  # not a task run
-    ids = [str(doc["_id"]) for doc in members]
-    meta = TaskRunMeta(
-        root_task_id=str(roots.pop()), nodes={node_id_of(i): i for i in ids}, task_ids=ids
-    )
-    await tracker.run_finished(tenant_id, meta, run_status=run_status, error=error)
-
-
-async def settle_terminated_run(state: Any, tenant_id: str, workflow_id: str, reason: str) -> None:
-    """The REST terminate route's hook: the run's tasks (if any) become cancelled."""
-    store = getattr(state, "task_store", None) or TaskStore(state.archive.database)
-    tracker = TaskTracker(store, state.bus.redis)
-    await settle_run_tasks(
-        store, tracker, tenant_id, workflow_id, run_status="terminated", error=reason
-    )
-
-
-async def _cancel_run(ctx: RpcContext, workflow_id: str) -> None:
-    handle = ctx.state.temporal.get_workflow_handle(workflow_id)
-    # Already closed: the task documents are what is left to settle.
-    with contextlib.suppress(RPCError):
-        await handle.cancel()

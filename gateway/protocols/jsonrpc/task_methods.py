@@ -9,6 +9,7 @@ check and the write see the same graph.
 
 from __future__ import annotations
 
+import dataclasses
 from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any
 
@@ -110,7 +111,8 @@ async def create(params: dict[str, Any], ctx: RpcContext) -> dict[str, Any]:
     return {"id": stored.id, "status": stored.status}
 
 
-async def _create_tree(params: dict[str, Any], ctx: RpcContext, store: TaskStore) -> dict[str, Any]:
+def _tree_drafts(params: dict[str, Any]) -> list[TaskDraft]:
+    """The drafts of ``tasks.create`` with ``tasks`` (dependencies normalized first)."""
     raw = params.get("tasks")
     if isinstance(raw, list):
         params = {
@@ -122,48 +124,67 @@ async def _create_tree(params: dict[str, Any], ctx: RpcContext, store: TaskStore
                 for m in raw
             ],
         }
-    drafts = parse(TreeCreateParams, params).tasks
-    tenant = ctx.identity.tenant_id
+    return list(parse(TreeCreateParams, params).tasks)
+
+
+def _fresh_ids(drafts: list[TaskDraft]) -> tuple[dict[str, str], list[str]]:
+    """Client-side ``id`` → new task id, and each draft's new id in order."""
     refs: dict[str, str] = {}
     for index, draft in enumerate(drafts):
         if draft.id is not None:
             if draft.id in refs:
                 raise invalid(f"tasks[{index}].id", f"duplicate id {draft.id!r}")
             refs[draft.id] = new_task_id()
-    ids = [refs[d.id] if d.id is not None else new_task_id() for d in drafts]
-    external: set[str] = set()
-    external_parents: list[tuple[str, str]] = []
-    tasks: list[Task] = []
-    for index, draft in enumerate(drafts):
-        where = f"tasks[{index}]"
-        parent_id = None
-        if draft.parent_id is not None:
-            parent_id = refs.get(draft.parent_id)
-            if parent_id is None:
-                parent_id = require_uuid(draft.parent_id, f"{where}.parent_id")
-                external_parents.append((parent_id, f"{where}.parent_id"))
-        dependencies: list[TaskDependency] = []
-        for dep_index, dep in enumerate(draft.dependencies):
-            dep_id = refs.get(dep.id)
-            if dep_id is None:
-                dep_id = require_uuid(dep.id, f"{where}.dependencies[{dep_index}].id")
-                external.add(dep_id)
-            dependencies.append(TaskDependency(id=dep_id, required=dep.required))
-        await check_executor(ctx, draft.schemas.method, f"{where}.schemas.method")
-        tasks.append(
-            Task(
-                id=ids[index],
-                name=draft.name,
-                priority=draft.priority,
-                schemas=draft.schemas,
-                inputs=draft.inputs,
-                params=draft.params,
-                dependencies=dependencies,
-                parent_id=parent_id,
-                user_id=_owner(ctx, draft, f"{where}.user_id"),
-                tenant_id=tenant,
-            )
-        )
+    return refs, [refs[d.id] if d.id is not None else new_task_id() for d in drafts]
+
+
+@dataclasses.dataclass
+class _TreeLinks:
+    """What a new tree points at outside itself (checked under the graph lock)."""
+
+    external: set[str] = dataclasses.field(default_factory=set)
+    external_parents: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+
+
+async def _draft_task(
+    ctx: RpcContext,
+    draft: TaskDraft,
+    index: int,
+    *,
+    task_id: str,
+    refs: dict[str, str],
+    links: _TreeLinks,
+) -> Task:
+    where = f"tasks[{index}]"
+    parent_id = None
+    if draft.parent_id is not None:
+        parent_id = refs.get(draft.parent_id)
+        if parent_id is None:
+            parent_id = require_uuid(draft.parent_id, f"{where}.parent_id")
+            links.external_parents.append((parent_id, f"{where}.parent_id"))
+    dependencies: list[TaskDependency] = []
+    for dep_index, dep in enumerate(draft.dependencies):
+        dep_id = refs.get(dep.id)
+        if dep_id is None:
+            dep_id = require_uuid(dep.id, f"{where}.dependencies[{dep_index}].id")
+            links.external.add(dep_id)
+        dependencies.append(TaskDependency(id=dep_id, required=dep.required))
+    await check_executor(ctx, draft.schemas.method, f"{where}.schemas.method")
+    return Task(
+        id=task_id,
+        name=draft.name,
+        priority=draft.priority,
+        schemas=draft.schemas,
+        inputs=draft.inputs,
+        params=draft.params,
+        dependencies=dependencies,
+        parent_id=parent_id,
+        user_id=_owner(ctx, draft, f"{where}.user_id"),
+        tenant_id=ctx.identity.tenant_id,
+    )
+
+
+def _refuse_cycles(tasks: list[Task]) -> None:
     # New tasks only point at each other or at stored tasks (which never point
     # back at new ones), so any cycle lies within the batch.
     for relation, edges in (
@@ -176,10 +197,22 @@ async def _create_tree(params: dict[str, Any], ctx: RpcContext, store: TaskStore
                 f"circular {relation}: {' -> '.join(cycle)}",
                 errors=[{"field": f"tasks.{relation}", "reason": "circular dependency"}],
             )
+
+
+async def _create_tree(params: dict[str, Any], ctx: RpcContext, store: TaskStore) -> dict[str, Any]:
+    drafts = _tree_drafts(params)
+    tenant = ctx.identity.tenant_id
+    refs, ids = _fresh_ids(drafts)
+    links = _TreeLinks()
+    tasks = [
+        await _draft_task(ctx, draft, index, task_id=ids[index], refs=refs, links=links)
+        for index, draft in enumerate(drafts)
+    ]
+    _refuse_cycles(tasks)
     async with store.graph_lock(tenant):
-        for parent_id, field in external_parents:
-            await check_parent(store, tenant, None, parent_id, field, ctx=ctx)
-        await check_references_exist(store, tenant, sorted(external), "dependencies", ctx=ctx)
+        for parent_id, where in links.external_parents:
+            await check_parent(store, tenant, None, parent_id, where, ctx=ctx)
+        await check_references_exist(store, tenant, sorted(links.external), "dependencies", ctx=ctx)
         stored = await store.insert_many(tasks)
     reverse = {new: ref for ref, new in refs.items()}
     roots = [t for t in stored if t.parent_id is None or t.parent_id not in set(ids)]

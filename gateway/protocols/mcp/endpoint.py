@@ -3,7 +3,7 @@
 Every request is authenticated like the REST routes (API key or JWT; the tenant
 comes from the identity); a stream token (run-scoped, for browsers' EventSource)
 is refused, as on every route outside ``STREAM_TOKEN_ROUTES``. The caller is put
-in the ASGI scope for the tool handlers (``tools.McpCaller``). A ``GET`` opens the
+in the ASGI scope for the tool handlers (a ``services.callers.Caller``). A ``GET`` opens the
 session's standalone SSE stream and holds one of the tenant's stream slots while
 it is open; a ``tools/call`` holds one while it follows its run (``tools._follow``).
 A session is bound to the caller who opened it (the SDK's own check, fed with
@@ -25,11 +25,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from spindle.gateway.api.deps import base_url
 from spindle.gateway.http.problems import UnsupportedMediaType, spindle_problem
 from spindle.gateway.protocols.mcp.openapi import document_mcp
-from spindle.gateway.protocols.mcp.tools import SCOPE_KEY, McpCaller, build_server
-from spindle.shared.contracts.errors import Forbidden, SpindleError
+from spindle.gateway.protocols.mcp.tools import SCOPE_KEY, build_server
+from spindle.gateway.services.callers import caller_for
+from spindle.gateway.services.state import GatewayState, gateway_state
+from spindle.shared.contracts.errors import Forbidden, SpindleError, Unavailable
 from spindle.shared.contracts.identity import Identity
 
 PATH = "/mcp"
@@ -53,7 +54,7 @@ class McpEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
-        state = request.app.state
+        state = gateway_state(request)
         try:
             identity = await state.authenticator.authenticate(request)
             if identity.run_scope is not None:
@@ -65,7 +66,9 @@ class McpEndpoint:
             # principal of scope["user"]: another caller naming it gets "Session
             # not found", exactly as for an unknown session.
             scope["user"] = principal(identity)
-            scope[SCOPE_KEY] = McpCaller(identity, state, base_url(request))
+            scope[SCOPE_KEY] = caller_for(request, identity)
+            if state.mcp_sessions is None:  # only outside the app's lifespan
+                raise Unavailable("MCP sessions are not running")
             answer: Response = _Sessions(state.mcp_sessions)
             if request.method == "GET":
                 lease = await state.limits.open_stream(identity.tenant_id)
@@ -88,10 +91,10 @@ def _json(content_type: str | None) -> bool:
 
 
 @asynccontextmanager
-async def mcp_sessions(app: FastAPI) -> AsyncIterator[None]:
+async def mcp_sessions(state: GatewayState) -> AsyncIterator[None]:
     """Run the MCP session manager for the app's lifespan (one per process)."""
     sessions = StreamableHTTPSessionManager(app=build_server())
-    app.state.mcp_sessions = sessions
+    state.mcp_sessions = sessions
     async with sessions.run():
         yield
 

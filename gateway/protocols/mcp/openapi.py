@@ -131,7 +131,7 @@ def path_item() -> dict[str, Any]:
             "tags": ["mcp"],
             "summary": "MCP (streamable HTTP): send one JSON-RPC message",
             "description": (
-                "Tools are the caller's tenant's graphs (docs/protocols.md, MCP). The client "
+                "Tools are the caller's tenant's graphs (docs/protocols/mcp.md). The client "
                 "must accept both application/json and text/event-stream."
             ),
             "operationId": "mcp_post",

@@ -3,18 +3,18 @@
 Built on the official ``mcp`` SDK's low-level ``Server`` (the SDK parses, validates
 and serializes the protocol; these handlers only map it onto runs), served over
 streamable HTTP at ``/mcp`` by ``spindle.gateway.protocols.mcp.endpoint``, which
-authenticates the caller like every other route and puts a ``McpCaller`` in the
-request scope (docs/protocols.md, MCP).
+authenticates the caller like every other route and puts a ``Caller`` in the
+request scope (docs/protocols/mcp.md).
 
 - ``tools/list``: the tenant's registered graphs, each with its ``input_schema``
   (an open object when the graph has none);
-- ``tools/call``: starts a run of the graph through ``admit_run_start`` and
+- ``tools/call``: starts a run of the graph through ``services.run_starts`` and
   ``start_run`` (the same limits and validation as ``POST /runs``), reports the
   run's progress messages as ``notifications/progress`` and returns its output;
 - a HITL prompt in the run (REQUEST_INPUT) becomes an elicitation with the
   prompt's ``ui_schema``: an ``elicitation/create`` request on a connection that
   can carry one, otherwise (2026-07-28 protocol) an ``InputRequiredResult`` whose
-  ``request_state`` names the run; the answer is delivered with ``deliver_signal``
+  ``request_state`` names the run; the answer is delivered with ``signal_run``
   and the run is followed on;
 - following a run holds one of the tenant's stream slots (``open_stream``).
 
@@ -24,9 +24,7 @@ that break the input schema are MCP errors (``-32602``), so no run starts.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
@@ -34,16 +32,16 @@ import orjson
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
-from starlette.datastructures import State
 
-from spindle.gateway.api.models import RunDetail, StartRunRequest
-from spindle.gateway.api.routes.signals import deliver_signal
+from spindle.gateway.models import RunDetail, StartRunRequest
 from spindle.gateway.protocols.a2a.run_follower import RunFollower
 from spindle.gateway.protocols.a2a.spindle_call import CLOSE_WAIT
 from spindle.gateway.protocols.a2a.task_mapping import PROGRESS_TYPES, asks_for_input
-from spindle.gateway.runs.access import RunAction, authorize_run
-from spindle.gateway.runs.lookup import describe_run
-from spindle.gateway.runs.starter import admit_run_start, start_run
+from spindle.gateway.runs.access import RunAction
+from spindle.gateway.services.callers import Caller
+from spindle.gateway.services.run_input import RunSignal, signal_run
+from spindle.gateway.services.run_starts import graph_is_registered, start_run
+from spindle.gateway.services.run_views import RunLookup, authorize, await_close, describe_run
 from spindle.shared.contracts.errors import (
     Conflict,
     NotFound,
@@ -51,9 +49,8 @@ from spindle.shared.contracts.errors import (
     SpindleError,
     ValidationFailed,
 )
-from spindle.shared.contracts.identity import Identity
 from spindle.shared.contracts.messages import CompactMessage
-from spindle.shared.contracts.runs import USER_INPUT_UPDATE, RunStatus, UserInput
+from spindle.shared.contracts.runs import RunStatus, UserInput
 
 log = logging.getLogger(__name__)
 
@@ -62,22 +59,13 @@ ANSWER_KEY = "answer"
 OPEN_OBJECT: dict[str, Any] = {"type": "object"}
 
 
-@dataclass(frozen=True)
-class McpCaller:
-    """Who calls and with what: put in the request scope by the endpoint."""
-
-    identity: Identity
-    state: State
-    base_url: str
-
-
 Context = ServerRequestContext[dict[str, Any], Any]
 
 
-def caller_of(ctx: Context) -> McpCaller:
+def caller_of(ctx: Context) -> Caller:
     request = ctx.request
     caller = request.scope.get(SCOPE_KEY) if request is not None else None
-    if not isinstance(caller, McpCaller):  # the endpoint always sets it
+    if not isinstance(caller, Caller):  # the endpoint always sets it
         raise MCPError(code=types.INTERNAL_ERROR, message="no caller on the MCP request")
     return caller
 
@@ -116,26 +104,12 @@ async def call_tool(
     return await _follow(ctx, caller, workflow_id, from_now=False)
 
 
-async def _start(caller: McpCaller, params: types.CallToolRequestParams) -> str:
-    state = caller.state
-    identity = caller.identity
-    if await state.archive.get_graph(params.name, tenant_id=identity.tenant_id) is None:
+async def _start(caller: Caller, params: types.CallToolRequestParams) -> str:
+    if not await graph_is_registered(caller, params.name):
         raise _invalid(f"unknown tool '{params.name}' (no graph of that name is registered)")
     try:
-        permit = await admit_run_start(state.limits, identity.tenant_id)
-        started, _ = await start_run(
-            StartRunRequest(graph=params.name, input=params.arguments or {}),
-            permit=permit,
-            tenant_id=identity.tenant_id,
-            user_id=identity.user_id,
-            idempotency_key=None,
-            temporal=state.temporal,
-            archive=state.archive,
-            bus=state.bus,
-            catalog=state.catalog,
-            settings=state.settings,
-            base_url=caller.base_url,
-        )
+        request = StartRunRequest(graph=params.name, input=params.arguments or {})
+        started, _ = await start_run(caller, request)
     except ValidationFailed as exc:
         raise _invalid(exc.detail, {"errors": exc.errors}) from exc
     except NotFound as exc:
@@ -159,25 +133,16 @@ def _run_of_state(request_state: str) -> str:
 
 
 async def _answer(
-    caller: McpCaller, params: types.CallToolRequestParams
+    caller: Caller, params: types.CallToolRequestParams
 ) -> tuple[str, types.ElicitResult]:
     """The run named by ``request_state`` (if the caller may answer it) and the answer."""
     workflow_id = _run_of_state(params.request_state or "")
     response = (params.input_responses or {}).get(ANSWER_KEY)
     if not isinstance(response, types.ElicitResult):
         raise _invalid(f"inputResponses.{ANSWER_KEY}: the elicitation's result is missing")
-    state = caller.state
     try:
         # Another tenant's run is not found, as an unknown one would be.
-        await authorize_run(
-            workflow_id,
-            caller.identity,
-            RunAction.CONTROL,
-            bus=state.bus,
-            archive=state.archive,
-            temporal=state.temporal,
-            settings=state.settings,
-        )
+        await authorize(caller, workflow_id, RunAction.CONTROL)
     except NotFound as exc:
         raise _invalid(f"run '{workflow_id}' was not found") from exc
     except SpindleError as exc:
@@ -185,7 +150,7 @@ async def _answer(
     return workflow_id, response
 
 
-async def _deliver(caller: McpCaller, workflow_id: str, response: types.ElicitResult) -> None:
+async def _deliver(caller: Caller, workflow_id: str, response: types.ElicitResult) -> None:
     """The elicitation's result as the run's ``UserInput``.
 
     Raises:
@@ -195,36 +160,29 @@ async def _deliver(caller: McpCaller, workflow_id: str, response: types.ElicitRe
         raise _invalid(
             f"the input was not given ({response.action}): run '{workflow_id}' keeps waiting for it"
         )
-    state = caller.state
+    signal = RunSignal(workflow_id=workflow_id, input=UserInput(data=dict(response.content or {})))
     try:
-        await state.limits.check_signal(caller.identity.tenant_id)
-        await deliver_signal(
-            workflow_id,
-            USER_INPUT_UPDATE,
-            UserInput(data=dict(response.content or {})),
-            identity=caller.identity,
-            temporal=state.temporal,
-            archive=state.archive,
-            max_answer_bytes=state.settings.max_answer_bytes,
-            settings=state.settings,
-        )
+        await signal_run(caller, signal)
     except (ValidationFailed, Conflict) as exc:
         raise _invalid(exc.detail, {"errors": getattr(exc, "errors", None)}) from exc
     except SpindleError as exc:
         raise MCPError(code=types.INTERNAL_ERROR, message=exc.detail) from exc
 
 
-def _follower(caller: McpCaller, workflow_id: str, *, from_now: bool) -> RunFollower:
+def _follower(caller: Caller, workflow_id: str, *, from_now: bool) -> RunFollower:
     state = caller.state
-    archive = state.archive if state.settings.archive_enabled else None
     return RunFollower(
-        workflow_id, hub=state.hub, bus=state.bus, archive=archive, from_now=from_now
+        workflow_id,
+        hub=state.hub,
+        bus=state.bus,
+        archive=state.archive_if_enabled(),
+        from_now=from_now,
     )
 
 
 async def _follow(
     ctx: Context,
-    caller: McpCaller,
+    caller: Caller,
     workflow_id: str,
     *,
     from_now: bool,
@@ -265,7 +223,7 @@ async def _follow(
 
 
 async def _elicit(
-    ctx: Context, caller: McpCaller, workflow_id: str, message: CompactMessage
+    ctx: Context, caller: Caller, workflow_id: str, message: CompactMessage
 ) -> types.InputRequiredResult | None:
     """Ask the client for the prompt's answer.
 
@@ -290,23 +248,13 @@ async def _elicit(
 
 
 async def _result(
-    caller: McpCaller, workflow_id: str, last: CompactMessage | None
+    caller: Caller, workflow_id: str, last: CompactMessage | None
 ) -> types.CallToolResult:
     """The run's output (or its error) once Temporal reports it closed."""
-    state = caller.state
-    handle = state.temporal.get_workflow_handle(workflow_id)
-    try:
-        async with asyncio.timeout(CLOSE_WAIT.total_seconds()):
-            await handle.result()
-    except Exception as exc:  # failed, canceled, terminated or not closed in time
-        log.debug("mcp: run %s closed with %r", workflow_id, exc)
-    detail = await describe_run(
-        workflow_id,
-        temporal=state.temporal,
-        archive=state.archive,
-        settings=state.settings,
-        base_url=caller.base_url,
-    )
+    # A run failed, cancelled, terminated or not closed in time is described as it is.
+    if not await await_close(caller, workflow_id, CLOSE_WAIT.total_seconds()):
+        log.debug("mcp: run %s did not close within %s", workflow_id, CLOSE_WAIT)
+    detail = await describe_run(caller, RunLookup(workflow_id=workflow_id))
     return _tool_result(detail, last)
 
 

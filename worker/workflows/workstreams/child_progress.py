@@ -1,4 +1,5 @@
-"""A child workstream's progress signals to its parent, in order, off the step path.
+"""A child workstream's signals to its parent: progress, in order, off the step path,
+and at its end ``WorkstreamEnded`` (``tell_parent_ended``).
 
 Each step start (and each phase change) queues one ``Progress``; a background
 task sends them one signal at a time, so a step never waits for the parent. A
@@ -24,7 +25,20 @@ from temporalio import workflow
 from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from spindle.shared.contracts.workstreams import WORKSTREAM_PROGRESS_SIGNAL, Progress
+    from spindle.shared.contracts.workstreams import (
+        WORKSTREAM_ENDED_SIGNAL,
+        WORKSTREAM_PROGRESS_SIGNAL,
+        WORKSTREAMS_CARRIED_PATCH,
+        Progress,
+        WorkstreamOutcome,
+    )
+
+# A cancel never cancels a signal to the parent in flight. temporalio 1.35 answers
+# the cancel of a task whose signal was resolved in the same activation (the
+# parent gone, the child cancelled: a terminated run) with a cancel command Core
+# rejects as nondeterminism, and the child's workflow task then fails for good
+# (docs/workstreams.md#ends-and-cancels).
+SIGNALS_FINISH_PATCH = "workstream-signals-finish-before-cancel"
 
 
 class ProgressSender:
@@ -111,3 +125,19 @@ async def signal_to_its_end(
         if not sending.cancelled():
             sending.exception()  # retrieved: the cancel is what the caller meets
         raise
+
+
+async def tell_parent_ended(parent_workflow_id: str, outcome: WorkstreamOutcome) -> None:
+    """Signal ``WorkstreamEnded`` to the parent's workflow id: the parent generation
+    that took this child over (continue-as-new) has no handle to await. A parent
+    that is gone is logged, not raised."""
+    if not workflow.patched(WORKSTREAMS_CARRIED_PATCH):
+        return  # recorded before the signal existed
+    parent = workflow.get_external_workflow_handle(parent_workflow_id)
+    try:
+        if workflow.patched(SIGNALS_FINISH_PATCH):
+            await signal_to_its_end(parent, WORKSTREAM_ENDED_SIGNAL, outcome)
+        else:
+            await parent.signal(WORKSTREAM_ENDED_SIGNAL, outcome)
+    except FailureError as exc:
+        workflow.logger.info("workstream %s: parent gone: %s", outcome.launch_id, exc)

@@ -33,6 +33,10 @@ naming the limit, with its best answer so far.
 
 An idle interactive child continues-as-new (``WorkstreamCarry``) when Temporal
 suggests it or after ``continue_as_new_after`` iterations in this generation.
+
+Collaborators: ``ChildPosts`` (``child_posts``) posts its acks, notices and the
+finish; ``child_progress`` sends its signals to the parent; ``SteeringBook``
+(``child_steering``) holds its steers.
 """
 
 from __future__ import annotations
@@ -51,9 +55,7 @@ with workflow.unsafe.imports_passed_through():
         CHILD_STATE_QUERY,
         CHILD_STEER_SIGNAL,
         CHILD_STOP_SIGNAL,
-        WORKSTREAM_ENDED_SIGNAL,
         WORKSTREAM_WORKFLOW,
-        WORKSTREAMS_CARRIED_PATCH,
         ChildMessage,
         ChildState,
         ChildStop,
@@ -65,17 +67,7 @@ with workflow.unsafe.imports_passed_through():
         WorkstreamPhase,
         WorkstreamState,
     )
-    from spindle.worker import policies
-    from spindle.worker.contracts import (
-        FINISH_WORKSTREAM,
-        POST_MESSAGE,
-        ChatMessage,
-        RunNotice,
-        RunRef,
-        ToolCall,
-        WorkstreamFinish,
-        WorkstreamFinished,
-    )
+    from spindle.worker.contracts import ChatMessage, RunRef, ToolCall
     from spindle.worker.workflows.agent_loop import AgentReply, converse
     from spindle.worker.workflows.budget_meter import BudgetMeter
     from spindle.worker.workflows.workstreams.child_agent import (
@@ -85,30 +77,20 @@ with workflow.unsafe.imports_passed_through():
         opening,
         system_prompt,
     )
+    from spindle.worker.workflows.workstreams.child_posts import ChildPosts
     from spindle.worker.workflows.workstreams.child_progress import (
+        SIGNALS_FINISH_PATCH,
         ProgressSender,
-        signal_to_its_end,
+        tell_parent_ended,
     )
-    from spindle.worker.workflows.workstreams.child_steering import SteeringBook, SteerOutcome
+    from spindle.worker.workflows.workstreams.child_steering import SteeringBook
 
 SUMMARY_CHARS = 1000
 PROGRESS_MESSAGE_CHARS = 200
-# Follow-up messages are acknowledged on the stream (docs/workstreams.md).
-MESSAGE_ACK_PATCH = "workstream-message-acks"
-# The child's own notices (acks, warnings) are posted by a local activity: one
-# Redis post does not need an activity task and a workflow task of its own, and
-# an ack sits on every follow-up message's path to its answer (issue 17).
-LOCAL_POSTS_PATCH = "workstream-local-posts"
 # The "planning" progress of a reply to a message waits PLANNING_SETTLE for the
 # reply to end (see child_progress): one progress signal per message, not two.
 PROGRESS_SETTLE_PATCH = "workstream-progress-settle"
 PLANNING_SETTLE = timedelta(seconds=1)
-# A cancel never cancels a signal to the parent in flight. temporalio 1.35 answers
-# the cancel of a task whose signal was resolved in the same activation (the
-# parent gone, the child cancelled: a terminated run) with a cancel command Core
-# rejects as nondeterminism, and the child's workflow task then fails for good
-# (docs/workstreams.md#ends-and-cancels).
-SIGNALS_FINISH_PATCH = "workstream-signals-finish-before-cancel"
 
 
 def _trim(text: str | None, limit: int) -> str | None:
@@ -142,7 +124,7 @@ class Workstream:
         self._waiting = False
         self._inject: list[ChatMessage] = []
         self._exchanges = 0
-        self._acks = 0
+        self._posts = ChildPosts(self._run_ref, data.launch_id)
         self._progress = ProgressSender(data.parent_workflow_id)
         spent = carry.usage if carry is not None else None
         self._meter = BudgetMeter(
@@ -194,26 +176,13 @@ class Workstream:
         try:
             outcome = await self._run_to_end()
         except FailureError as exc:
-            await self._tell_parent(
-                self._outcome(WorkstreamState.FAILED, self._best or self._last_answer, str(exc))
+            await tell_parent_ended(
+                self._input.parent_workflow_id,
+                self._outcome(WorkstreamState.FAILED, self._best or self._last_answer, str(exc)),
             )
             raise
-        await self._tell_parent(outcome)
+        await tell_parent_ended(self._input.parent_workflow_id, outcome)
         return outcome
-
-    async def _tell_parent(self, outcome: WorkstreamOutcome) -> None:
-        """Signal ``WorkstreamEnded`` to the parent's workflow id: the parent generation
-        that took this child over (continue-as-new) has no handle to await."""
-        if not workflow.patched(WORKSTREAMS_CARRIED_PATCH):
-            return  # recorded before the signal existed
-        parent = workflow.get_external_workflow_handle(self._input.parent_workflow_id)
-        try:
-            if workflow.patched(SIGNALS_FINISH_PATCH):
-                await signal_to_its_end(parent, WORKSTREAM_ENDED_SIGNAL, outcome)
-            else:
-                await parent.signal(WORKSTREAM_ENDED_SIGNAL, outcome)
-        except FailureError as exc:
-            workflow.logger.info("workstream %s: parent gone: %s", self._input.launch_id, exc)
 
     async def _run_to_end(self) -> WorkstreamOutcome:
         sender = asyncio.create_task(self._progress.run())
@@ -310,11 +279,11 @@ class Workstream:
         """Interactive: a failed exchange is reported, and the workstream goes on."""
         if isinstance(reply, ActivityError):
             text = f"workstream {self._input.launch_id}: {reply.cause or reply}"
-            await self._notice(AgentMessageType.ERROR, text)
+            await self._posts.notice(AgentMessageType.ERROR, text)
         elif reply.exhausted:
             limit = self._input.launch.agent.max_turns
             text = f"workstream {self._input.launch_id}: no final answer within {limit} turns"
-            await self._notice(AgentMessageType.WARNING, text)
+            await self._posts.notice(AgentMessageType.WARNING, text)
 
     async def _next_message(self) -> ChildMessage | None:
         """Interactive idle: apply steers, continue-as-new if due, wait for a
@@ -325,7 +294,7 @@ class Workstream:
                 return None
             if self._messages and not self._steering.paused:
                 message = self._messages.pop(0)
-                await self._acknowledge_message(message, self._iteration + 1)
+                await self._posts.acknowledge_message(message, self._iteration + 1)
                 return message
             if self._continue_as_new_due():
                 await self._continue_as_new()
@@ -345,32 +314,16 @@ class Workstream:
     ) -> WorkstreamOutcome:
         self._waiting = False
         step = self._iteration + 1
-        await self._acknowledge(self._steering.reject_queued(step, "the workstream has ended"))
+        await self._posts.acknowledge(
+            self._steering.reject_queued(step, "the workstream has ended")
+        )
         pending, self._messages = self._messages, []
         for message in pending:
-            await self._acknowledge_message(message, step, "the workstream has ended")
+            await self._posts.acknowledge_message(message, step, "the workstream has ended")
         self._enter(WorkstreamPhase.DONE)
-        finished = WorkstreamFinished()
-        try:
-            finished = await workflow.execute_activity(
-                FINISH_WORKSTREAM,
-                WorkstreamFinish(
-                    run=self._run_ref(),
-                    state=state.value,
-                    answer=answer,
-                    error=error,
-                    iterations=self._iteration,
-                    user_id=self._input.user_id,
-                ),
-                result_type=WorkstreamFinished,
-                activity_id="finish",
-                start_to_close_timeout=policies.WORKSTREAM_FINISH_START_TO_CLOSE,
-                retry_policy=policies.WORKSTREAM_FINISH_RETRY,
-            )
-        except ActivityError as exc:
-            if is_cancelled_exception(exc):
-                raise
-            workflow.logger.warning("workstream %s: cannot finish: %s", self._input.launch_id, exc)
+        finished = await self._posts.finish(
+            state, answer, error, iterations=self._iteration, user_id=self._input.user_id
+        )
         await self._progress.flushed()
         return self._outcome(state, answer, error, finished.artifacts)
 
@@ -472,7 +425,7 @@ class Workstream:
 
     async def _budget_notice(self, text: str, details: dict[str, object]) -> None:
         # Never called: the child stops at a cap before the meter's gate would wait.
-        await self._notice(AgentMessageType.WARNING, text)
+        await self._posts.notice(AgentMessageType.WARNING, text)
 
     # -- steering ----------------------------------------------------------------
 
@@ -495,67 +448,7 @@ class Workstream:
             self._conversation.extend(messages)
         else:
             self._inject.extend(messages)
-        await self._acknowledge(outcomes)
-
-    async def _acknowledge(self, outcomes: list[SteerOutcome]) -> None:
-        run = self._run_ref()
-        for outcome in outcomes:
-            self._acks += 1
-            await self._post(outcome.notice(run), f"ack.{self._acks}.{outcome.directive.steer_id}")
-
-    async def _acknowledge_message(
-        self, message: ChildMessage, step: int, rejected: str | None = None
-    ) -> None:
-        """Acknowledge a follow-up message as a steer is: applied at the step that
-        first runs with it (or rejected, with why). Runs recorded before messages
-        were acknowledged replay without it."""
-        if not workflow.patched(MESSAGE_ACK_PATCH):
-            return
-        status = "rejected" if rejected else "applied"
-        text = f"message {message.message_id} {status} at step {step}"
-        notice = RunNotice(
-            run=self._run_ref(),
-            type=int(AgentMessageType.SYSTEM),
-            text=f"{text}: {rejected}" if rejected else text,
-            details={
-                "message_id": message.message_id,
-                "status": status,
-                "applied_at_step": step,
-                "reason": rejected,
-            },
-        )
-        await self._post(notice, f"ack.{message.message_id}")
-
-    async def _notice(self, kind: AgentMessageType, text: str) -> None:
-        self._acks += 1
-        await self._post(
-            RunNotice(run=self._run_ref(), type=int(kind), text=text), f"notice.{self._acks}"
-        )
-
-    async def _post(self, notice: RunNotice, activity_id: str) -> None:
-        try:
-            if workflow.patched(LOCAL_POSTS_PATCH):
-                # Same dedup keys as the remote form (run, activity id, index): a
-                # local attempt repeated after a lost workflow task posts nothing twice.
-                await workflow.execute_local_activity(
-                    POST_MESSAGE,
-                    notice,
-                    activity_id=activity_id,
-                    start_to_close_timeout=policies.LOCAL_ACTIVITY_START_TO_CLOSE,
-                    retry_policy=policies.NOTICE_RETRY,
-                )
-                return
-            await workflow.execute_activity(
-                POST_MESSAGE,
-                notice,
-                activity_id=activity_id,
-                start_to_close_timeout=policies.LIFECYCLE_START_TO_CLOSE,
-                retry_policy=policies.NOTICE_RETRY,
-            )
-        except ActivityError as exc:
-            if is_cancelled_exception(exc):
-                raise
-            workflow.logger.warning("cannot post %r: %s", notice.text, exc)
+        await self._posts.acknowledge(outcomes)
 
     # -- progress to the parent --------------------------------------------------
 

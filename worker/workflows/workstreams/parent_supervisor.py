@@ -5,7 +5,7 @@
 agents' workstream tools (``spindle.worker.workflows.workstreams.parent_tools``) all call the
 methods here; the ``check_*`` methods are what the update validators run, so
 a refused request leaves no trace in the run's history. Each launch gets a
-``SupervisedChild`` (``parent_supervised_child``) whose own task
+``SupervisedChild`` (``parent_supervised_child``, its data a ``ChildRecord``) whose own task
 starts the child, runs its deadline timeline and settles its end.
 
 Across continue-as-new (docs/graphs/long-runs.md): a generation may hand over
@@ -64,12 +64,10 @@ with workflow.unsafe.imports_passed_through():
     )
     from spindle.shared.graphs.node_params import WorkstreamParams
     from spindle.shared.graphs.node_types import WORKSTREAM
-    from spindle.worker.activities.params import resolve_params, validate_params
     from spindle.worker.contracts import NodeExecution, NodeOutcome, RunRef
-    from spindle.worker.workflows.workstreams.parent_supervised_child import (
-        StopReason,
-        SupervisedChild,
-    )
+    from spindle.worker.contracts.param_resolution import resolve_params, validate_params
+    from spindle.worker.workflows.workstreams.parent_child_record import StopReason
+    from spindle.worker.workflows.workstreams.parent_supervised_child import SupervisedChild
 
 if TYPE_CHECKING:
     from spindle.worker.workflows.budget_meter import BudgetMeter

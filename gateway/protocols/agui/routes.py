@@ -1,0 +1,141 @@
+"""AG-UI 1.0: ``POST /agui/{graph}`` takes a ``RunAgentInput`` and answers with AG-UI events.
+
+The mapping is in ``spindle.gateway.protocols.agui`` and docs/protocols/agui.md
+(AG-UI). Auth is the same as every route's (API key or JWT; stream tokens are
+refused, the route is not in ``STREAM_TOKEN_ROUTES``). The stream holds one of
+the tenant's stream slots (``max_streams_per_tenant``) until it ends; a new run
+counts against the run-start limit. Errors before the stream starts are
+problem+json (404 unknown graph/thread, 422 bad input or a refused answer, 409
+no such interrupt, 429 over a limit); a run that fails is AG-UI's RUN_ERROR.
+When the gateway stops, open streams end at once with a ``retry:`` hint, like
+the run stream (spindle.gateway.http.stream_drain).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Annotated
+
+from fastapi import APIRouter, Header
+from starlette.responses import Response, StreamingResponse
+
+from spindle.gateway.api.deps import CallerDep
+from spindle.gateway.http.stream_drain import StreamDrain
+from spindle.gateway.protocols.agui.event_mapper import parse_event_id
+from spindle.gateway.protocols.agui.models import AguiRunInput
+from spindle.gateway.protocols.agui.run_stream import AguiEventStream, open_agui_run
+from spindle.gateway.streams.sse import SSE_HEADERS
+from spindle.shared.contracts.errors import InvalidRequest
+
+router = APIRouter(tags=["ag-ui"])
+
+AGUI_EVENT_SCHEMA: dict[str, object] = {
+    "type": "string",
+    "description": "SSE: `id: <seq>.<k>` then `data: <AG-UI event JSON>` per event",
+}
+AGUI_RESPONSES: dict[int | str, dict[str, object]] = {
+    200: {
+        "description": (
+            "text/event-stream of AG-UI 1.0 events: RUN_STARTED … RUN_FINISHED (success, "
+            "interrupt or cancelled) or RUN_ERROR; `: keep-alive` comments when idle"
+        ),
+        "content": {"text/event-stream": {"schema": AGUI_EVENT_SCHEMA}},
+    },
+    400: {"description": "Last-Event-ID is not an AG-UI event id of this run (problem+json)"},
+    401: {"description": "missing, invalid or expired credentials (problem+json)"},
+    404: {"description": "unknown graph, thread or AG-UI run (problem+json)"},
+    409: {"description": "the thread's run does not wait on that interrupt (problem+json)"},
+    422: {"description": "bad RunAgentInput, run input or answer (problem+json)"},
+    429: {"description": "over the run-start or stream limit (problem+json)"},
+}
+
+
+async def until_drained(
+    chunks: AsyncGenerator[bytes, None], drain: StreamDrain | None
+) -> AsyncGenerator[bytes, None]:
+    """``chunks`` until they end, or until this gateway stops: then a ``retry:`` goodbye.
+
+    Chunks are whole SSE events, so a stream cut here leaves no half event: the
+    client posts the same RunAgentInput again with ``Last-Event-ID``
+    (spindle.gateway.http.stream_drain).
+    """
+    if drain is None:
+        async for chunk in chunks:
+            yield chunk
+        return
+    stopping = asyncio.ensure_future(drain.wait())
+    try:
+        while True:
+            step = asyncio.ensure_future(anext(chunks))
+            await asyncio.wait({step, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not step.done():
+                step.cancel()
+                with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                    await step
+                yield drain.goodbye()
+                return
+            try:
+                chunk = step.result()
+            except StopAsyncIteration:
+                return
+            yield chunk
+    finally:
+        stopping.cancel()
+
+
+def _cursor(value: str | None) -> tuple[int, int] | None:
+    if value is None or not value.strip():
+        return None
+    cursor = parse_event_id(value)
+    if cursor is None:
+        raise InvalidRequest(
+            "Last-Event-ID must be an event id of this stream ('<seq>.<index>')",
+            errors=[{"field": "Last-Event-ID", "rule": "event_id", "message": f"got {value!r}"}],
+        )
+    return cursor
+
+
+@router.post(
+    "/agui/{graph}",
+    summary="AG-UI 1.0: run a graph (or resume it) and stream AG-UI events",
+    response_class=StreamingResponse,
+    responses=AGUI_RESPONSES,
+)
+async def run_agent(
+    graph: str,
+    body: AguiRunInput,
+    *,
+    call: CallerDep,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+) -> Response:
+    after = _cursor(last_event_id)
+    limits = call.limits
+    lease = await limits.open_stream(call.tenant_id)
+    try:
+        record = await open_agui_run(call, graph, body, reconnecting=after is not None)
+        stream = AguiEventStream(call, body, record, after)
+        await stream.open()
+    except BaseException:
+        await lease.release()
+        raise
+
+    drain: StreamDrain | None = call.state.stream_drain
+
+    async def frames() -> AsyncIterator[bytes]:
+        if drain is not None:
+            drain.opened()
+        try:
+            async with contextlib.aclosing(stream.frames()) as chunks:
+                async for chunk in until_drained(chunks, drain):
+                    yield chunk
+        finally:
+            if drain is not None:
+                drain.closed()
+            await stream.close()
+
+    response = StreamingResponse(
+        frames(), media_type="text/event-stream", headers=dict(SSE_HEADERS)
+    )
+    return limits.holding(response, lease)

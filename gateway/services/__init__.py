@@ -1,0 +1,9 @@
+"""The gateway's service layer: what every door (REST, JSON-RPC, A2A, AG-UI, MCP,
+schedules) does to a run, written once.
+
+``GatewayState`` is the app's one typed state; ``Caller`` is who asks, with that
+state; ``run_starts``, ``run_input``, ``run_control`` and ``run_views`` start,
+answer, cancel or terminate, and describe a run for a caller. The run-start
+permit, the idempotency key, the webhook registration and the conversation
+policy are applied in ``run_starts`` and nowhere else.
+"""

@@ -1,0 +1,221 @@
+"""Input to a run: a message or a human's answer, delivered as the ``UserInput`` update.
+
+``UserInput`` is delivered as the Temporal Update of the same name, so the
+caller learns at once whether the answer was accepted: an invalid HITL answer
+is rejected by the workflow's update validator (422 naming the field; the run
+keeps waiting and nothing is written to its history), an answer with no
+prompt pending is a 409 (an expired or already answered prompt: its own
+problem title), and a caller the prompt is not assigned to gets a 403. Every
+door (REST ``…/signal/{name}``, A2A, AG-UI resume, MCP elicitation) sends its
+input through ``signal_run``.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from typing import TypeVar
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field
+
+from spindle.gateway.http.temporal_errors import is_missing_handler
+from spindle.gateway.runs.access import RunOwner
+from spindle.gateway.runs.answers import (
+    answering_as,
+    authorize_answer,
+    keep_refusal,
+    mark_answered,
+    prompt_for,
+)
+from spindle.gateway.runs.updates import execute_run_update
+from spindle.gateway.services.callers import Caller
+from spindle.shared.contracts.budgets import RAISE_BUDGET_UPDATE, BudgetAck, BudgetRaise
+from spindle.shared.contracts.errors import (
+    BudgetRefused,
+    Conflict,
+    InputInvalid,
+    NotFound,
+    NotWaiting,
+    SpindleError,
+    from_application_error,
+)
+from spindle.shared.contracts.runs import USER_INPUT_UPDATE, SignalAck, UserInput
+from spindle.shared.store.prompts import PromptStore
+
+log = logging.getLogger(__name__)
+
+SUPPORTED_SIGNALS = (USER_INPUT_UPDATE,)
+
+
+class RunSignal(BaseModel):
+    """A signal to a run: its name (only ``UserInput``) and the input it carries."""
+
+    model_config = ConfigDict(frozen=True)
+
+    workflow_id: str = Field(min_length=1)
+    name: str = USER_INPUT_UPDATE
+    input: UserInput | None = None
+
+
+async def signal_run(
+    caller: Caller, signal: RunSignal, *, owner: RunOwner | None = None
+) -> SignalAck:
+    """Count the signal against the tenant's limit, then deliver it.
+
+    The caller must be allowed to answer the prompt (``spindle.gateway.runs.answers``):
+    with ``owner`` given, a caller who is neither an assignee of an assigned prompt
+    nor the owner (or a run-control role) of an unassigned one is refused here;
+    the workflow checks assignees again. Every refused attempt is kept.
+
+    Raises:
+        RateLimited: over ``rate_limit_signals`` (429, Retry-After).
+        SpindleError: an unknown signal (404), a caller who may not answer (403),
+            an answer over ``max_answer_bytes`` or refused by the prompt (422; the
+            run keeps waiting), a late or duplicate answer (409), and what
+            ``execute_run_update`` raises.
+    """
+    await caller.limits.check_signal(caller.tenant_id)
+    return await _deliver(caller, signal, owner)
+
+
+async def _deliver(caller: Caller, signal: RunSignal, owner: RunOwner | None) -> SignalAck:
+    workflow_id, name, identity = signal.workflow_id, signal.name, caller.identity
+    state = caller.state
+    settings = state.settings
+    if name not in SUPPORTED_SIGNALS:
+        raise NotFound(
+            f"unknown signal '{name}'; supported: {', '.join(SUPPORTED_SIGNALS)}",
+            errors=[{"field": "name", "rule": "enum", "supported": list(SUPPORTED_SIGNALS)}],
+        )
+    # The answer carries who gave it, as authenticated: never what the body claims.
+    user_input = answering_as(signal.input or UserInput(), identity, settings)
+    # A retried answer reuses its client_message_id, so its update id: no double answer.
+    update_id = (
+        f"input-{user_input.client_message_id}"
+        if user_input.client_message_id
+        else f"input-{uuid.uuid4().hex}"
+    )
+    prompts = PromptStore(state.archive.database)
+    prompt = await prompt_for(prompts, workflow_id, user_input.node_id)
+    try:
+        authorize_answer(prompt, identity, settings, owner, workflow_id)
+        _check_answer_size(user_input, settings.max_answer_bytes)
+        ack = await execute_run_update(
+            state.temporal,
+            state.archive,
+            workflow_id=workflow_id,
+            name=USER_INPUT_UPDATE,
+            argument=user_input,
+            result_type=SignalAck,
+            update_id=update_id,
+            refused=lambda cause: _update_failure(workflow_id, cause),
+        )
+    except SpindleError as refused:
+        await keep_refusal(
+            prompts,
+            update_id=update_id,
+            workflow_id=workflow_id,
+            identity=identity,
+            user_input=user_input,
+            prompt=prompt,
+            error=refused,
+        )
+        raise
+    if user_input.node_id is not None:
+        # Out of every inbox now, not only once the worker has accepted it. (Without
+        # a node id the run took its oldest prompt, which the store may not know yet.)
+        await mark_answered(prompts, prompt)
+    return ack
+
+
+Result = TypeVar("Result", bound=BaseModel)
+
+
+async def update_run(
+    caller: Caller,
+    workflow_id: str,
+    *,
+    name: str,
+    argument: BaseModel,
+    result_type: type[Result],
+    update_id: str,
+    refused: Callable[[BaseException], SpindleError],
+) -> Result:
+    """Count an update of the run against the tenant's signal limit, then run it.
+
+    Raises:
+        RateLimited: over ``rate_limit_signals`` (429, Retry-After).
+        SpindleError: ``refused(cause)`` when the workflow refused the update, and
+            what ``execute_run_update`` raises.
+    """
+    await caller.limits.check_signal(caller.tenant_id)
+    state = caller.state
+    return await execute_run_update(
+        state.temporal,
+        state.archive,
+        workflow_id=workflow_id,
+        name=name,
+        argument=argument,
+        result_type=result_type,
+        update_id=update_id,
+        refused=refused,
+    )
+
+
+async def raise_budget(caller: Caller, workflow_id: str, raised: BudgetRaise) -> BudgetAck:
+    """Raise the run's budget caps (an update, counted as a signal of the tenant).
+
+    Raises:
+        RateLimited: over ``rate_limit_signals``.
+        BudgetRefused, Conflict: a cap below what the run has spent, or a run
+            started before budgets existed.
+    """
+    return await update_run(
+        caller,
+        workflow_id,
+        name=RAISE_BUDGET_UPDATE,
+        argument=raised,
+        result_type=BudgetAck,
+        update_id=f"budget-{uuid.uuid4().hex}",
+        refused=lambda cause: _budget_refusal(workflow_id, cause),
+    )
+
+
+def _budget_refusal(workflow_id: str, cause: BaseException) -> SpindleError:
+    error = from_application_error(cause)
+    if isinstance(error, BudgetRefused):
+        return error
+    if is_missing_handler(cause):
+        return Conflict(f"run '{workflow_id}' was started before budgets existed")
+    log.error("budget raise of %s failed: %r", workflow_id, cause)
+    return SpindleError(f"the run could not take the budget raise: {cause}")
+
+
+def _check_answer_size(user_input: UserInput, limit: int) -> None:
+    """Refuse an answer whose data and message pass ``limit`` bytes (as JSON).
+
+    Checked here, before the update: the run's history would keep every byte.
+    """
+    size = len(orjson.dumps(user_input.data)) if user_input.data is not None else 0
+    size += len((user_input.message or "").encode())
+    if size > limit:
+        raise InputInvalid(
+            f"the answer is {size} bytes; the limit is {limit} bytes (SPINDLE_MAX_ANSWER_BYTES)",
+            errors=[
+                {
+                    "field": "data" if user_input.data is not None else "message",
+                    "rule": "max_bytes",
+                    "message": f"at most {limit} bytes of data and message together",
+                }
+            ],
+        )
+
+
+def _update_failure(workflow_id: str, cause: BaseException) -> SpindleError:
+    error = from_application_error(cause)
+    if isinstance(error, InputInvalid | NotWaiting):
+        return error
+    log.error("UserInput update of %s failed: %r", workflow_id, cause)
+    return SpindleError(f"the run could not take the input: {cause}")

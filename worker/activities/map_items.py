@@ -1,0 +1,404 @@
+"""The activities of a ``map`` node: plan the items, run them in batches, collect them.
+
+``plan_items`` evaluates ``over`` and stores the list (and the state the items'
+templates read) in pages by reference (``spindle.shared.store.item_pages``);
+``run_item_batch`` runs one page through the map's inline node, in this process,
+at most ``concurrency`` items at once, stores each item's result or error and
+posts one BATCH_PROGRESS; ``collect_items`` assembles the node's output in input
+order. None of them carries an item through Temporal, except the collected
+output (offloaded by the payload codec when large). See docs/graphs/node-types.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from spindle.shared.bus.message_bus import PostResult
+from spindle.shared.contracts.errors import NodeFailed, to_application_error
+from spindle.shared.contracts.graph_spec import NodeSpec
+from spindle.shared.contracts.messages import AgentMessageType
+from spindle.shared.contracts.runs import NodeStatus
+from spindle.shared.graphs.expressions import ExpressionError, evaluate
+from spindle.shared.graphs.node_params import MapParams
+from spindle.shared.platform import metrics
+from spindle.shared.platform.logging_setup import bind_activity_log_context
+from spindle.shared.platform.mongo import mongo_client
+from spindle.shared.platform.settings import Settings
+from spindle.shared.store.file_store import FileStore
+from spindle.shared.store.item_pages import INPUT, RESULTS, STATE, ItemStore, items_key
+from spindle.worker.activities.heartbeat import heartbeating
+from spindle.worker.activities.nodes import as_node_result
+from spindle.worker.activities.recorder import RunRecorder, build_report, output_envelope
+from spindle.worker.activities.task_sync import TaskSync
+from spindle.worker.contracts import (
+    COLLECT_ITEMS,
+    PLAN_ITEMS,
+    RUN_ITEM_BATCH,
+    ItemBatch,
+    ItemBatchDone,
+    ItemCollection,
+    ItemPlan,
+    NodeExecution,
+    NodeOutcome,
+    RunRef,
+)
+from spindle.worker.contracts.param_resolution import (
+    invalid_params,
+    resolve_params,
+    validate_params,
+)
+from spindle.worker.posting.poster import MessagePoster
+from spindle.worker.registry import NodeContext, NodeType, get_node_type
+
+if TYPE_CHECKING:
+    from pymongo.asynchronous.database import AsyncDatabase
+
+    from spindle.shared.bus.message_bus import MessageBus
+    from spindle.shared.store.archive import RunArchive
+
+Item = dict[str, Any]
+PAGE_IO = 8  # pages a plan writes, or a collection reads, at once
+STATES_CACHED = 8  # maps running at once on one worker whose state stays in memory
+
+
+def item_id(value: Any, index: int) -> str:
+    """Seed 001's item id: the element's own ``id`` when it has one, else its position."""
+    if isinstance(value, dict):
+        own = value.get("id")
+        if isinstance(own, str | int) and not isinstance(own, bool):
+            return str(own)
+    return str(index)
+
+
+def error_text(exc: BaseException) -> str:
+    """What a failed item records: a Temporal failure's message, else type and text."""
+    if isinstance(exc, ApplicationError):
+        return exc.message
+    return f"{type(exc).__name__}: {exc}"
+
+
+class _MutedPoster(MessagePoster):
+    """The poster an item's node gets: its messages are dropped.
+
+    Ten thousand items must not post ten thousand messages; the stream shows one
+    BATCH_PROGRESS per batch instead (docs/design.md §10).
+    """
+
+    async def post(
+        self,
+        type: AgentMessageType,
+        text: str | None = None,
+        *,
+        details: Any = None,
+        final: bool | None = None,
+    ) -> PostResult:
+        return PostResult(seq=0, ts=0, duplicate=True, closed=False, raw=b"")
+
+
+class ItemActivities:
+    """The map activities, with their I/O dependencies injected.
+
+    Args:
+        bus: where progress is posted.
+        archive: its database holds the item pages and attachments; without an
+            archive they go to the settings' MongoDB all the same.
+        settings: the worker's settings (batch size, MongoDB); default: read from
+            the environment.
+    """
+
+    def __init__(
+        self,
+        bus: MessageBus,
+        archive: RunArchive | None = None,
+        *,
+        settings: Settings | None = None,
+    ) -> None:
+        self.bus = bus
+        self.archive = archive
+        self.settings = settings if settings is not None else Settings()
+        self.recorder = RunRecorder(
+            archive, port_data_max_bytes=self.settings.archive_port_data_max_bytes
+        )
+        self.tasks = TaskSync(bus, archive)
+        self._database: AsyncDatabase[dict[str, Any]] | None = (
+            archive.database if archive is not None else None
+        )
+        self._items: ItemStore | None = None
+        self._files: FileStore | None = None
+        # The state a map's items read, by map execution: written once by its plan
+        # and read by every batch, so a worker reads it once, not once per batch.
+        self._states: OrderedDict[str, dict[str, Any]] = OrderedDict()
+
+    async def _state(self, store: ItemStore, key: str) -> dict[str, Any]:
+        state = self._states.get(key)
+        if state is None:
+            state = await store.get(key, STATE, 0)
+            self._states[key] = state
+            while len(self._states) > STATES_CACHED:
+                self._states.popitem(last=False)
+        return state
+
+    async def _stores(self) -> tuple[ItemStore, FileStore]:
+        if self._items is None or self._files is None:
+            if self._database is None:
+                settings = self.settings
+                self._database = mongo_client(settings, appname="spindle-items")[settings.mongo_db]
+            items = ItemStore(self._database)
+            await items.ensure_indexes()
+            self._items, self._files = items, FileStore(self._database)
+        return self._items, self._files
+
+    def _poster(self, run: RunRef) -> MessagePoster:
+        return MessagePoster(
+            self.bus, run, archive=self.archive, max_message_bytes=self.settings.max_message_bytes
+        )
+
+    @activity.defn(name=PLAN_ITEMS)
+    async def plan_items(self, execution: NodeExecution) -> ItemPlan:
+        """Evaluate ``over``, store the list and the state in pages; return the counts.
+
+        Raises:
+            ApplicationError: ``InvalidParams`` when ``over`` fails or is no list.
+        """
+        node = execution.node
+        bind_activity_log_context(node_id=node.id, node_type=node.type)
+        params = validate_params(node, resolve_params(node, execution.state), MapParams)
+        try:
+            values = evaluate(params.over, execution.state)
+        except ExpressionError as exc:
+            raise _bad_over(node, str(exc)) from exc
+        if values is None:
+            values = []  # nothing to map over (a missing key): an empty map, not an error
+        if not isinstance(values, list):
+            kind = type(values).__name__
+            raise _bad_over(node, f"{params.over!r} yielded a {kind}, not a list")
+        await self.tasks.node_started(execution)
+        await self.recorder.node_started(execution)  # currentNodeId in the archive
+        size = params.batch_size or self.settings.item_batch_size
+        store, _ = await self._stores()
+        key = _key(execution)
+        attempt = activity.info().attempt
+        await store.put(key, STATE, 0, execution.state, attempt=attempt)
+        pages = (len(values) + size - 1) // size
+        gate = asyncio.Semaphore(PAGE_IO)
+
+        async def write(page: int) -> None:
+            async with gate:
+                chunk = values[page * size : (page + 1) * size]
+                await store.put(key, INPUT, page, chunk, attempt=attempt)
+
+        await asyncio.gather(*(write(page) for page in range(pages)))
+        poster = self._poster(execution.run)
+        # An UPDATE, not a BATCH_PROGRESS: clients count a batch's progress messages.
+        await poster.post(
+            AgentMessageType.UPDATE,
+            f"{node.id}: {len(values)} items in {pages} batches",
+            details={"node_id": node.id, "total": len(values), "batch_size": pages},
+        )
+        await poster.archive()
+        return ItemPlan(total=len(values), pages=pages, batch_size=size)
+
+    @activity.defn(name=RUN_ITEM_BATCH)
+    async def run_item_batch(self, batch: ItemBatch) -> ItemBatchDone:
+        """Run one page of items through the inline node; store results, post progress."""
+        execution = batch.execution
+        node = execution.node
+        bind_activity_log_context(node_id=node.id, node_type=node.type)
+        store, files = await self._stores()
+        key = _key(execution)
+        state = await self._state(store, key)
+        values = await store.get(key, INPUT, batch.page)
+        runner = _ItemRunner(batch, state, self.bus, files, self.settings.max_message_bytes)
+        first = batch.page * batch.plan.batch_size
+        gate = asyncio.Semaphore(batch.concurrency)
+
+        async def one(index: int, value: Any) -> Item:
+            async with gate:
+                return await runner.run(index, value)
+
+        async with heartbeating(f"{node.id} batch {batch.page + 1}"):
+            results = await asyncio.gather(*(one(first + i, v) for i, v in enumerate(values)))
+        failed = sum(1 for result in results if "error" in result)
+        counts = {"succeeded": len(results) - failed, "failed": failed}
+        metrics.tool_called(execution.run.tenant_id, execution.run.graph_name, len(results))
+        attempt = activity.info().attempt
+        await store.put(key, RESULTS, batch.page, results, attempt=attempt, counts=counts)
+        # Progress over every batch stored so far: batches finish in any order.
+        pages = await store.counts(key, RESULTS)
+        done = sum(c.get("succeeded", 0) + c.get("failed", 0) for c in pages)
+        failed_total = sum(c.get("failed", 0) for c in pages)
+        total = batch.plan.total
+        poster = self._poster(execution.run)
+        await poster.post(
+            AgentMessageType.BATCH_PROGRESS,
+            f"{node.id}: {done}/{total} items done, {failed_total} failed",
+            details={
+                "node_id": node.id,
+                "done": done,
+                "failed": failed_total,
+                "total": total,
+                # What the clients' progress bars read (as for an agent's tool calls).
+                "batch_index": batch.page + 1,
+                "batch_size": batch.plan.pages,
+            },
+        )
+        await poster.archive()
+        return ItemBatchDone(**counts)
+
+    @activity.defn(name=COLLECT_ITEMS)
+    async def collect_items(self, collection: ItemCollection) -> NodeOutcome:
+        """The map's output ``{"items", "succeeded", "failed"}`` in input order, and report.
+
+        Raises:
+            ApplicationError: ``NodeFailed`` (non-retryable) when more than
+                ``max_failed_ratio`` of the items failed.
+        """
+        started = time.monotonic()
+        execution = collection.execution
+        node = execution.node
+        bind_activity_log_context(node_id=node.id, node_type=node.type)
+        store, _ = await self._stores()
+        key = _key(execution)
+        gate = asyncio.Semaphore(PAGE_IO)
+
+        async def read(page: int) -> list[Item]:
+            async with gate:
+                results: list[Item] = await store.get(key, RESULTS, page)
+                return results
+
+        pages = await asyncio.gather(*(read(page) for page in range(collection.plan.pages)))
+        items = [item for page in pages for item in page]
+        failed = sum(1 for item in items if "error" in item)
+        output = {"items": items, "succeeded": len(items) - failed, "failed": failed}
+        total = len(items)
+        ratio = failed / total if total else 0.0
+        error = None
+        if ratio > collection.max_failed_ratio:
+            error = (
+                f"{failed} of {total} items failed ({ratio:.0%}), more than "
+                f"max_failed_ratio {collection.max_failed_ratio:g}"
+            )
+        status = NodeStatus.FAILED if error else NodeStatus.SUCCESS
+        report = build_report(
+            execution,
+            status,
+            duration_ms=(time.monotonic() - started) * 1000,
+            output={"succeeded": total - failed, "failed": failed},
+            error=error,
+        )
+        await self.recorder.save_report(
+            execution,
+            report,
+            output=output_envelope(execution, None if error else output, error=error),
+        )
+        if error is not None:
+            raise to_application_error(NodeFailed(f"node '{node.id}': {error}"))
+        await self.tasks.node_finished(execution, output)
+        return NodeOutcome(output=output, report=report)
+
+
+class _ItemRunner:
+    """Runs the inline node of one batch for one item at a time."""
+
+    def __init__(
+        self,
+        batch: ItemBatch,
+        state: dict[str, Any],
+        bus: MessageBus,
+        files: FileStore,
+        max_message_bytes: int,
+    ) -> None:
+        execution = batch.execution
+        self.run_ref: RunRef = execution.run
+        self.map_id = execution.node.id
+        self.visit = execution.visit
+        self.state = state
+        self.files = files
+        self.node = NodeSpec(
+            id=execution.node.id,
+            type=batch.node.type,
+            params=batch.node.params,
+            inputs=batch.node.inputs,
+        )
+        self.poster = _MutedPoster(bus, execution.run, max_message_bytes=max_message_bytes)
+        self._type: NodeType | None = None
+
+    async def run(self, index: int, value: Any) -> Item:
+        """The item: ``{"id", "data"}`` (and ``binary``), or ``{"id", "error"}``."""
+        identifier = item_id(value, index)
+        scope = {**self.state, "item": value, "item_index": index}
+        try:
+            node_type = self._type or get_node_type(self.node.type)
+            self._type = node_type
+            raw = resolve_params(self.node, scope, templates=node_type.templates)
+            params: Any = raw
+            if node_type.params is not None:
+                params = validate_params(self.node, raw, node_type.params)
+            ctx = NodeContext(
+                node=self.node,
+                params=params,
+                state=scope,
+                run=self.run_ref,
+                poster=self.poster,
+                visit=self.visit,
+            )
+            result = as_node_result(await node_type.run(ctx), self.node.type)
+            return await self._item(identifier, index, result.data)
+        except Exception as exc:  # an item's failure is the item's, not the batch's
+            return {"id": identifier, "error": {"message": error_text(exc), "nodeId": self.map_id}}
+
+    async def _item(self, identifier: str, index: int, data: Any) -> Item:
+        """The item; bytes in its data are stored as run files and referenced."""
+        blobs: dict[str, bytes] = {}
+        if isinstance(data, bytes | bytearray):
+            blobs, data = {"data": bytes(data)}, None
+        elif isinstance(data, dict):
+            blobs = {k: bytes(v) for k, v in data.items() if isinstance(v, bytes | bytearray)}
+            data = {k: v for k, v in data.items() if k not in blobs}
+        orjson.dumps(data)  # a result that is no JSON fails this item, not the batch
+        item: Item = {"id": identifier, "data": data}
+        if blobs:
+            item["binary"] = {name: await self._attach(index, name, b) for name, b in blobs.items()}
+        return item
+
+    async def _attach(self, index: int, name: str, content: bytes) -> dict[str, Any]:
+        path = f"items/{self.map_id}/{self.visit}/{index}/{name}"
+        stored = await self.files.put_bytes(
+            tenant_id=self.run_ref.tenant_id,
+            workflow_id=self.run_ref.workflow_id,
+            name=path,
+            data=content,
+        )
+        return {
+            "file": stored.name,
+            "size": stored.size,
+            "sha256": stored.sha256,
+            "content_type": stored.content_type,
+        }
+
+
+def _key(execution: NodeExecution) -> str:
+    run = execution.run
+    return items_key(run.workflow_id, run.run_id, execution.node.id, execution.visit)
+
+
+def _bad_over(node: NodeSpec, why: str) -> ApplicationError:
+    return invalid_params(
+        f"node '{node.id}': params.over: {why}",
+        [{"node": node.id, "field": "params.over", "rule": "not_a_list"}],
+    )
+
+
+def item_activities(
+    bus: MessageBus, archive: RunArchive | None, *, settings: Settings | None = None
+) -> list[Any]:
+    """The map activities, bound to the bus, the archive's database and the settings."""
+    items = ItemActivities(bus, archive, settings=settings)
+    return [items.plan_items, items.run_item_batch, items.collect_items]

@@ -1,0 +1,247 @@
+"""Typed models in and out of every activity.
+
+The workflow decides what runs; activities do all I/O (posting messages to the
+bus, archiving to MongoDB, calling LLMs and tools). One node execution is one
+activity (``execute_node``), except ``agent`` nodes (one activity per LLM turn and
+one per tool call) and ``prompt`` nodes (one to ask, one to accept the answer).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from spindle.shared.contracts.budgets import TurnUsage
+from spindle.shared.contracts.graph_spec import NodeSpec
+from spindle.shared.contracts.runs import NodeReport, PendingInput, RunStatus, UserInput
+from spindle.shared.graphs.node_params import InlineNode
+
+
+class RunRef(BaseModel):
+    """Who is running: identifies the run, its stream and its tenant."""
+
+    workflow_id: str
+    run_id: str
+    stream_id: str
+    workstream_id: str = "main"
+    tenant_id: str = "default"
+    graph_name: str
+
+
+class NodeExecution(BaseModel):
+    """Input of ``execute_node`` (and the node part of other activities)."""
+
+    run: RunRef
+    node: NodeSpec
+    visit: int = 1
+    state: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the run state the node reads: _previous, meta, context and the keys "
+        "its inputs/templates/expressions name (spindle.shared.graphs.state_reads)",
+    )
+    started_at: str = Field(description="ISO 8601 workflow time the node started")
+
+
+class NodeOutcome(BaseModel):
+    """What a node produced: output, chosen ports, metadata and its report."""
+
+    output: Any = None
+    ports: list[str] = Field(default_factory=list)
+    meta: dict[str, Any] = Field(default_factory=dict)
+    report: NodeReport
+
+
+class ToolCall(BaseModel):
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ChatMessage(BaseModel):
+    """One LLM chat message (OpenAI-compatible roles)."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    name: str | None = None
+
+
+class LlmTurnInput(BaseModel):
+    """One LLM turn. With ``conversation`` set, ``messages`` holds only the messages
+    from position ``stored`` on; the activity stores them and loads the earlier
+    ones (``spindle.shared.store.conversations``), so history per turn is constant."""
+
+    execution: NodeExecution
+    turn: int
+    messages: list[ChatMessage]
+    conversation: str | None = Field(
+        None, description="the loop's id in the conversation store; None: messages are all"
+    )
+    stored: int = Field(0, ge=0, description="messages before these, in the conversation store")
+
+
+class LlmTurnResult(BaseModel):
+    message: ChatMessage
+    final: bool
+    report: NodeReport | None = Field(
+        None, description="set on the final turn: the agent node's report (archived)"
+    )
+    usage: TurnUsage | None = Field(
+        None, description="tokens and cost of this turn (budgets); None: not reported"
+    )
+
+
+class ToolCallInput(BaseModel):
+    execution: NodeExecution
+    turn: int
+    call: ToolCall
+    batch_index: int = Field(1, description="1-based position of this call in its turn's batch")
+    batch_size: int = Field(1, description="tool calls the model asked for in the same turn")
+
+
+class ToolCallResult(BaseModel):
+    call_id: str
+    name: str
+    content: str = Field(description="JSON text of the tool's result or error")
+    ok: bool = True
+
+
+class InputRequest(BaseModel):
+    execution: NodeExecution
+    pending: PendingInput
+    owner: str | None = Field(None, description="the run's user: answers unassigned prompts")
+
+
+class InputAcceptance(BaseModel):
+    execution: NodeExecution
+    pending: PendingInput
+    answer: dict[str, Any]
+    user_input: UserInput
+    answered_at: str | None = Field(None, description="when the run took the answer (ISO)")
+
+
+class InputExpiry(BaseModel):
+    """A prompt nobody answered in time: what the ``expire_input`` activity records."""
+
+    execution: NodeExecution
+    pending: PendingInput
+
+
+class RunFinish(BaseModel):
+    """Input of ``finish_run``: how the run ended, and which of its records to close.
+
+    The two flags let a run that asked no one and tracks no task skip a MongoDB
+    round trip each; a run recorded before they existed closes and looks up both.
+    """
+
+    run: RunRef
+    status: RunStatus
+    output: Any = None
+    error: str | None = None
+    prompts_asked: bool = Field(
+        True, description="the run may have opened prompts (any generation): close them"
+    )
+    tracks_tasks: bool = Field(
+        True, description="the run is a task run (``tasks.execute``): end its tasks"
+    )
+
+
+class Empty(BaseModel):
+    """For activities with nothing to return."""
+
+
+class RunNotice(BaseModel):
+    """Input of ``post_message``: a message the workflow itself has to say (e.g. a
+    WARNING when a loop bound is reached). Its activity id makes the post idempotent."""
+
+    run: RunRef
+    type: int = Field(description="spindle.shared.contracts.messages.AgentMessageType value")
+    text: str
+    details: dict[str, Any] | None = None
+
+
+class WorkstreamFinish(BaseModel):
+    """Input of ``finish_workstream``: how a child workstream ended.
+
+    ``run`` is the child's ref (its own workflow id, the parent's stream, its
+    ``workstream_id``). A non-empty ``answer`` is stored as ``out/result.md``.
+    """
+
+    run: RunRef
+    state: str = Field(description="spindle.shared.contracts.workstreams.WorkstreamState value")
+    answer: str | None = None
+    error: str | None = None
+    iterations: int = 0
+    user_id: str | None = None
+
+
+class WorkstreamFinished(BaseModel):
+    """What ``finish_workstream`` stored: the child's artifact names."""
+
+    artifacts: list[str] = Field(default_factory=list)
+
+
+class ArtifactMerge(BaseModel):
+    """Input of ``merge_child_artifacts``: copy a workstream's artifacts to its parent."""
+
+    tenant_id: str
+    parent_workflow_id: str
+    child_workflow_id: str
+    launch_id: str
+
+
+class MergedArtifacts(BaseModel):
+    """What ``merge_child_artifacts`` copied: the parent's new artifact names."""
+
+    names: list[str] = Field(default_factory=list)
+
+
+class ItemPlan(BaseModel):
+    """What ``plan_items`` stored: how many items, in how many pages (batches)."""
+
+    total: int
+    pages: int
+    batch_size: int
+
+
+class ItemBatch(BaseModel):
+    """Input of ``run_item_batch``: one page of a map's items, run through its node.
+
+    ``execution`` carries no state: the batch reads the state ``plan_items``
+    stored, so history holds no item and no copy of the state per batch.
+    """
+
+    execution: NodeExecution
+    node: InlineNode
+    page: int
+    plan: ItemPlan
+    concurrency: int = Field(ge=1, description="items of this batch in flight at once")
+
+
+class ItemBatchDone(BaseModel):
+    """What one batch did: its items' counts (the items themselves are stored)."""
+
+    succeeded: int
+    failed: int
+
+
+class ItemCollection(BaseModel):
+    """Input of ``collect_items``: assemble a map's output from its result pages.
+
+    ``execution`` carries only the run's ``meta`` of the state (a task run's ids).
+    """
+
+    execution: NodeExecution
+    plan: ItemPlan
+    max_failed_ratio: float = 1.0
+
+
+class RunStart(BaseModel):
+    """Input of ``record_run_start``: what a scheduled run's document starts with."""
+
+    run: RunRef
+    user_id: str | None = None
+    input: Any = None
+    context: dict[str, Any] = Field(default_factory=dict)
