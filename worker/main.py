@@ -127,12 +127,11 @@ def worker_activities(
     archive: RunArchive | None,
     llm: LlmProvider,
     *,
-    settings: Settings | None = None,
+    settings: Settings,
     mcp: McpToolCache | None = None,
 ) -> list[Callable[..., Any]]:
     """Every activity a graph run or a workstream schedules, given ``settings``
-    (default: read from the environment) and the process's ``mcp`` tool cache."""
-    settings = settings if settings is not None else Settings()
+    and the process's ``mcp`` tool cache."""
     return [
         *build_activities(bus, archive, llm, settings=settings, mcp=mcp),
         *workstream_activities(bus, archive, settings=settings),

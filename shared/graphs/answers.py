@@ -2,7 +2,7 @@
 
 Shared by graph registration (an ``on_expiry`` answer is checked when the graph
 is registered, docs/graphs/node-types.md) and the worker's check of every answer
-a human gives (``spindle.worker.hitl``).
+a human gives (``spindle.worker.contracts.prompt_answers``).
 """
 
 from __future__ import annotations

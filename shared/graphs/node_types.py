@@ -5,7 +5,7 @@ A spec says everything the rest of Spindle needs to know about a node type:
 - its params model (the catalog publishes its JSON Schema, validation checks it),
 - which params are ``{{ expression }}`` templates and which are JMESPath expressions,
 - its default start-to-close timeout and retry policy, as plain numbers
-  (``spindle.worker.policies`` turns them into Temporal objects),
+  (``spindle.worker.contracts.policies`` turns them into Temporal objects),
 - how it runs (``RunKind``): as the ``execute_node`` activity, or driven by the
   workflow itself (agent loop, human input, workstream launch), and whether its
   ``execute_node`` is a local activity unless the node says otherwise,
@@ -71,7 +71,7 @@ class RetryDefaults:
     """A node type's default retry policy as plain data; a node's own ``retry`` overrides it.
 
     ``non_retryable_errors`` are added to the errors no node retries
-    (``spindle.worker.policies.NON_RETRYABLE_ERRORS``).
+    (``spindle.worker.contracts.policies.NON_RETRYABLE_ERRORS``).
     """
 
     initial_interval_seconds: float = 1.0

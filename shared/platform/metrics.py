@@ -1,7 +1,7 @@
 """Prometheus metrics with seed 001's names, and the hooks that move them.
 
 One ``CollectorRegistry`` per process (``REGISTRY``); the gateway serves it on
-``GET /metrics`` and the worker on its metrics port (``spindle.worker.metrics_server``).
+``GET /metrics`` and the worker on its metrics port (``spindle.worker.telemetry.metrics_server``).
 Every process registers every metric, but each moves only those it sees:
 
 - gateway: ``agent_runs_started_total``, the stream-health metrics

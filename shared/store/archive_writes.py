@@ -1,7 +1,7 @@
 """The archive's write requests, and the pages its messages and node reports become.
 
 ``RunArchive.bulk_apply`` (``spindle.shared.store.archive``) applies them; the
-archiver (``spindle.worker.archive_outbox``) builds many of them and sends them in
+archiver (``spindle.worker.archive``) builds many of them and sends them in
 one bulk. The collections and documents they write are described in
 ``spindle.shared.store.archive``.
 """

@@ -72,13 +72,15 @@ async def _redis_cpu(bus: MessageBus) -> float:
 
 
 async def _pass(
-    bus: MessageBus, tokens: list[str], delay: float, *, batched: bool
+    bus: MessageBus, settings: Settings, tokens: list[str], delay: float, *, batched: bool
 ) -> dict[str, float]:
     """One paced stream of ``tokens``: through the relay and batcher onto the bus
     (``batched``), or every token posted as its own chunk as it comes (the floor)."""
     stream = f"bench-tok-{uuid.uuid4().hex[:10]}"
     run = RunRef(workflow_id=stream, run_id="r", stream_id=stream, graph_name="bench")
-    chunks = ChunkPoster(MessagePoster(bus, run, activity_id="llm.1", attempt=1))
+    limit = settings.max_message_bytes
+    poster = MessagePoster(bus, run, activity_id="llm.1", attempt=1, max_message_bytes=limit)
+    chunks = ChunkPoster(poster)
     sink = _TimedSink(chunks)
     redis_before = await _redis_cpu(bus)
     cpu_before = time.process_time()
@@ -121,8 +123,8 @@ async def bench_tokens(
     rows = []
     try:
         for pacing in pacings_ms:
-            batched = await _pass(bus, text, pacing / 1000, batched=True)
-            floor = await _pass(bus, text, pacing / 1000, batched=False)
+            batched = await _pass(bus, settings, text, pacing / 1000, batched=True)
+            floor = await _pass(bus, settings, text, pacing / 1000, batched=False)
             rows.append(
                 {
                     "pacing_ms": pacing,

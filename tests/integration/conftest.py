@@ -22,6 +22,7 @@ from pymongo import AsyncMongoClient
 from spindle.shared.bus.hub import SubscriptionHub
 from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.platform.redis_connect import RedisClient
+from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunArchive
 from tests.integration.redis_topologies import TOPOLOGIES, RedisTopology
 from tests.polling import eventually
@@ -72,6 +73,13 @@ async def redis_client(
     client = redis_factory()
     yield client
     await client.aclose()
+
+
+@pytest.fixture(scope="session")
+def activity_settings(redis_url: str, mongo_url: str) -> Settings:
+    """The settings activities run with outside a worker (given to their class, as
+    ``build_worker`` gives the worker's): the session's Redis and Mongo."""
+    return Settings(redis_url=redis_url, mongo_url=mongo_url, llm_provider="offline")
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,7 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, Wor
 from temporalio.worker import Worker
 
 from spindle.shared.graphs.structure import parse_graph
+from spindle.shared.platform.settings import Settings
 from spindle.worker.contracts import Empty
 from spindle.worker.llm.offline import OfflineProvider
 from spindle.worker.main import worker_activities, workflow_classes
@@ -51,16 +52,23 @@ LOOP_ONCE = parse_graph(
 
 
 class HeldActivity:
-    """One activity of the production worker, held on the calls ``holds`` picks until
-    released: a cancel reaches the run while it awaits that activity."""
+    """One activity of the production worker (given ``settings``), held on the calls
+    ``holds`` picks until released: a cancel reaches the run while it awaits that activity."""
 
     def __init__(
-        self, runner: GraphRunner, name: str, arg_type: type[Any], holds: Callable[[Any], bool]
+        self,
+        runner: GraphRunner,
+        settings: Settings,
+        name: str,
+        arg_type: type[Any],
+        holds: Callable[[Any], bool],
     ) -> None:
         self.entered = asyncio.Event()
         self.release = asyncio.Event()
         self.runner = runner
-        activities = worker_activities(runner.bus, runner.archive, OfflineProvider())
+        activities = worker_activities(
+            runner.bus, runner.archive, OfflineProvider(), settings=settings
+        )
         original = next(
             a for a in activities if activity._Definition.must_from_callable(a).name == name
         )

@@ -89,10 +89,10 @@ async def stream(bus: MessageBus, run: RunRef) -> list[dict[str, Any]]:
 
 
 async def test_tool_node_posts_progress_and_archives_its_report(
-    bus: MessageBus, archive: RunArchive
+    bus: MessageBus, archive: RunArchive, io_settings: Settings
 ) -> None:
     run = new_run()
-    acts = NodeActivities(bus, archive)
+    acts = NodeActivities(bus, archive, settings=io_settings)
     ex = execution(
         run,
         {
@@ -129,10 +129,10 @@ async def test_tool_node_posts_progress_and_archives_its_report(
 
 
 async def test_a_retried_attempt_announces_itself_and_posts_nothing_twice(
-    bus: MessageBus, archive: RunArchive
+    bus: MessageBus, archive: RunArchive, io_settings: Settings
 ) -> None:
     run = new_run()
-    acts = NodeActivities(bus, archive)
+    acts = NodeActivities(bus, archive, settings=io_settings)
     ex = execution(
         run,
         {
@@ -154,10 +154,10 @@ async def test_a_retried_attempt_announces_itself_and_posts_nothing_twice(
 
 
 async def test_a_late_older_attempt_lands_nothing_once_a_newer_one_has_started(
-    bus: MessageBus, archive: RunArchive
+    bus: MessageBus, archive: RunArchive, io_settings: Settings
 ) -> None:
     run = new_run()
-    acts = NodeActivities(bus, archive)
+    acts = NodeActivities(bus, archive, settings=io_settings)
     ex = execution(
         run,
         {
@@ -181,9 +181,11 @@ async def test_a_late_older_attempt_lands_nothing_once_a_newer_one_has_started(
     assert report["attempt"] == 2
 
 
-async def test_bad_params_fail_without_retry_naming_node_and_field(bus: MessageBus) -> None:
+async def test_bad_params_fail_without_retry_naming_node_and_field(
+    bus: MessageBus, io_settings: Settings
+) -> None:
     run = new_run()
-    acts = NodeActivities(bus, None)
+    acts = NodeActivities(bus, None, settings=io_settings)
     ex = execution(run, {"id": "r", "type": "router", "params": {"routes": []}})
     with pytest.raises(ApplicationError) as exc:
         await env("r.1").run(acts.execute_node, ex)
@@ -198,8 +200,10 @@ async def test_bad_params_fail_without_retry_naming_node_and_field(bus: MessageB
     assert exc.value.type == "InvalidParams" and "expression" in str(exc.value)
 
 
-async def test_unknown_node_type_fails_without_retry(bus: MessageBus) -> None:
-    acts = NodeActivities(bus, None)
+async def test_unknown_node_type_fails_without_retry(
+    bus: MessageBus, io_settings: Settings
+) -> None:
+    acts = NodeActivities(bus, None, settings=io_settings)
     ex = execution(new_run(), {"id": "x", "type": "no-such-type"})
     with pytest.raises(ApplicationError) as exc:
         await env("x.1").run(acts.execute_node, ex)
@@ -224,12 +228,12 @@ async def overtaken(ctx: NodeContext) -> NodeResult:
 
 @pytest.mark.parametrize("closing", [True, False], ids=["closing-post", "no-closing-post"])
 async def test_an_attempt_overtaken_while_it_runs_is_refused_at_its_end(
-    bus: MessageBus, archive: RunArchive, closing: bool
+    bus: MessageBus, archive: RunArchive, closing: bool, io_settings: Settings
 ) -> None:
     # Its end checks the fence once more (with its closing post, or alone): what
     # it did before the newer attempt started stays; nothing after is recorded.
     run = new_run()
-    acts = NodeActivities(bus, archive)
+    acts = NodeActivities(bus, archive, settings=io_settings)
     ex = execution(run, {"id": "slow", "type": "test_overtaken"}, _previous=closing)
     _OVERTAKEN[run.workflow_id] = asyncio.Event()
     first = asyncio.create_task(env("slow.1", attempt=1).run(acts.execute_node, ex))
@@ -262,10 +266,10 @@ async def legacy_upper(ctx: NodeContext) -> Any:
 
 
 async def test_legacy_raw_outputs_are_wrapped_with_a_deprecation_warning(
-    bus: MessageBus, archive: RunArchive, caplog: pytest.LogCaptureFixture
+    bus: MessageBus, archive: RunArchive, caplog: pytest.LogCaptureFixture, io_settings: Settings
 ) -> None:
     run = new_run()
-    acts = NodeActivities(bus, archive)
+    acts = NodeActivities(bus, archive, settings=io_settings)
     ex = execution(run, {"id": "up", "type": "test_legacy_upper"}, _previous="quiet")
     with caplog.at_level(logging.WARNING, logger="spindle.worker.activities.nodes"):
         outcome = await env("up.1").run(acts.execute_node, ex)
@@ -277,10 +281,10 @@ async def test_legacy_raw_outputs_are_wrapped_with_a_deprecation_warning(
 
 
 async def test_a_failing_node_archives_a_failed_report_and_raises(
-    bus: MessageBus, archive: RunArchive
+    bus: MessageBus, archive: RunArchive, io_settings: Settings
 ) -> None:
     run = new_run()
-    acts = NodeActivities(bus, archive)
+    acts = NodeActivities(bus, archive, settings=io_settings)
     ex = execution(
         run,
         {
@@ -297,9 +301,11 @@ async def test_a_failing_node_archives_a_failed_report_and_raises(
     assert report["output"]["meta"]["status"] == "error"
 
 
-async def test_router_chooses_ports_and_passes_data_through(bus: MessageBus) -> None:
+async def test_router_chooses_ports_and_passes_data_through(
+    bus: MessageBus, io_settings: Settings
+) -> None:
     run = new_run()
-    acts = NodeActivities(bus, None)
+    acts = NodeActivities(bus, None, settings=io_settings)
     node = {
         "id": "route",
         "type": "router",
@@ -322,9 +328,11 @@ async def test_router_chooses_ports_and_passes_data_through(bus: MessageBus) -> 
     ]
 
 
-async def test_output_node_selects_and_announces_the_answer(bus: MessageBus) -> None:
+async def test_output_node_selects_and_announces_the_answer(
+    bus: MessageBus, io_settings: Settings
+) -> None:
     run = new_run()
-    acts = NodeActivities(bus, None)
+    acts = NodeActivities(bus, None, settings=io_settings)
     node = {
         "id": "out",
         "type": "output",
@@ -341,10 +349,12 @@ async def test_output_node_selects_and_announces_the_answer(bus: MessageBus) -> 
     assert (answer["t"], answer["m"]) == (T.ANSWER, "Ada: 42")
 
 
-async def test_output_node_without_a_message_posts_nothing(bus: MessageBus) -> None:
+async def test_output_node_without_a_message_posts_nothing(
+    bus: MessageBus, io_settings: Settings
+) -> None:
     """The answer an agent already posted is not repeated by the output node."""
     run = new_run()
-    acts = NodeActivities(bus, None)
+    acts = NodeActivities(bus, None, settings=io_settings)
     node = {"id": "out", "type": "output", "params": {"select": "agent"}}
     outcome = await env("out.1").run(
         acts.execute_node, execution(run, node, agent="the agent's answer")
@@ -354,10 +364,10 @@ async def test_output_node_without_a_message_posts_nothing(bus: MessageBus) -> N
 
 
 async def test_agent_turns_and_tool_calls_with_the_offline_model(
-    bus: MessageBus, archive: RunArchive
+    bus: MessageBus, archive: RunArchive, io_settings: Settings
 ) -> None:
     run = new_run()
-    acts = AgentActivities(bus, archive, OfflineProvider())
+    acts = AgentActivities(bus, archive, OfflineProvider(), settings=io_settings)
     node = {
         "id": "agent",
         "type": "agent",
@@ -416,9 +426,9 @@ async def test_agent_turns_and_tool_calls_with_the_offline_model(
     assert report["node_id"] == "agent" and report["output"]["payload"] == second.message.content
 
 
-async def test_tool_errors_go_back_to_the_model(bus: MessageBus) -> None:
+async def test_tool_errors_go_back_to_the_model(bus: MessageBus, io_settings: Settings) -> None:
     run = new_run()
-    acts = AgentActivities(bus, None, OfflineProvider())
+    acts = AgentActivities(bus, None, OfflineProvider(), settings=io_settings)
     ex = execution(run, {"id": "a", "type": "agent", "params": {"tools": ["calculator"]}})
     bad = await env("a.1.t1.c1").run(
         acts.tool_call,
@@ -439,7 +449,7 @@ async def test_tool_errors_go_back_to_the_model(bus: MessageBus) -> None:
 
 
 async def test_prompt_asks_pauses_then_accepts_and_resumes(
-    bus: MessageBus, archive: RunArchive
+    bus: MessageBus, archive: RunArchive, io_settings: Settings
 ) -> None:
     run = new_run()
     now = datetime.now(UTC)
@@ -453,7 +463,7 @@ async def test_prompt_asks_pauses_then_accepts_and_resumes(
             updated_at=now,
         )
     )
-    acts = HitlActivities(bus, archive)
+    acts = HitlActivities(bus, archive, settings=io_settings)
     ex = execution(run, {"id": "review", "type": "prompt"})
     schema = {
         "type": "object",
@@ -505,6 +515,7 @@ async def test_finish_run_posts_the_closing_messages_and_ends_the_stream(
     archive: RunArchive,
     status: RunStatus,
     expected: list[tuple[int, dict[str, Any]]],
+    io_settings: Settings,
 ) -> None:
     run = new_run()
     now = datetime.now(UTC)
@@ -519,7 +530,7 @@ async def test_finish_run_posts_the_closing_messages_and_ends_the_stream(
             updated_at=now,
         )
     )
-    acts = LifecycleActivities(bus, archive)
+    acts = LifecycleActivities(bus, archive, settings=io_settings)
     error = "boom" if status == RunStatus.FAILED else None
     await env("finish").run(
         acts.finish_run, RunFinish(run=run, status=status, output={"ok": 1}, error=error)
@@ -538,9 +549,9 @@ async def test_finish_run_posts_the_closing_messages_and_ends_the_stream(
     assert len(await stream(bus, run)) == len(expected)
 
 
-async def test_post_message_posts_a_workflow_notice(bus: MessageBus) -> None:
+async def test_post_message_posts_a_workflow_notice(bus: MessageBus, io_settings: Settings) -> None:
     run = new_run()
-    acts = LifecycleActivities(bus, None)
+    acts = LifecycleActivities(bus, None, settings=io_settings)
     notice = RunNotice(
         run=run, type=int(T.WARNING), text="loop bound reached", details={"edge": "b->a"}
     )
@@ -551,14 +562,14 @@ async def test_post_message_posts_a_workflow_notice(bus: MessageBus) -> None:
     ]
 
 
-async def test_nodes_succeed_when_mongo_is_down(bus: MessageBus) -> None:
+async def test_nodes_succeed_when_mongo_is_down(bus: MessageBus, io_settings: Settings) -> None:
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(
         f"mongodb://127.0.0.1:{free_port()}", serverSelectionTimeoutMS=200, connectTimeoutMS=200
     )
     down = RunArchive(client, "nowhere")
     try:
         run = new_run()
-        acts = NodeActivities(bus, down)
+        acts = NodeActivities(bus, down, settings=io_settings)
         node = {"id": "o", "type": "output", "params": {"message": "{{ _previous }}"}}
         ex = execution(run, node, _previous="still here")
         outcome = await env("o.1").run(acts.execute_node, ex)
@@ -568,9 +579,11 @@ async def test_nodes_succeed_when_mongo_is_down(bus: MessageBus) -> None:
         await down.close()
 
 
-async def test_workstream_messages_carry_their_workstream(bus: MessageBus) -> None:
+async def test_workstream_messages_carry_their_workstream(
+    bus: MessageBus, io_settings: Settings
+) -> None:
     run = new_run().model_copy(update={"workstream_id": "ws-research"})
-    acts = NodeActivities(bus, None)
+    acts = NodeActivities(bus, None, settings=io_settings)
     node = {"id": "o", "type": "output", "params": {"message": "{{ _previous }}"}}
     await env("o.1").run(acts.execute_node, execution(run, node, _previous="child says hi"))
     [message] = await stream(bus, run)
@@ -587,8 +600,8 @@ async def waits_for_heartbeat(ctx: NodeContext) -> NodeResult:
     return NodeResult(data="released")
 
 
-async def test_long_nodes_heartbeat_while_they_run(bus: MessageBus) -> None:
-    acts = NodeActivities(bus, None)
+async def test_long_nodes_heartbeat_while_they_run(bus: MessageBus, io_settings: Settings) -> None:
+    acts = NodeActivities(bus, None, settings=io_settings)
     environment = env("slow.1")
     environment.info = dataclasses.replace(
         environment.info, heartbeat_timeout=timedelta(milliseconds=300)
@@ -616,9 +629,9 @@ async def _held_node(ctx: NodeContext) -> NodeResult:
 
 
 async def test_the_run_document_names_the_node_that_runs(
-    bus: MessageBus, archive: RunArchive
+    bus: MessageBus, archive: RunArchive, io_settings: Settings
 ) -> None:
-    acts = NodeActivities(bus, archive)
+    acts = NodeActivities(bus, archive, settings=io_settings)
 
     # A quick node: its start is recorded with its end, in the same write.
     quick = new_run()

@@ -45,8 +45,13 @@ async def legacy_int(ctx: NodeContext) -> Any:
 
 
 @pytest.fixture(scope="module")
-async def io(redis_url: str, mongo_url: str) -> AsyncIterator[tuple[MessageBus, RunArchive]]:
-    settings = Settings(redis_url=redis_url, mongo_url=mongo_url, mongo_db="spindle_legacy")
+def legacy_settings(redis_url: str, mongo_url: str) -> Settings:
+    return Settings(redis_url=redis_url, mongo_url=mongo_url, mongo_db="spindle_legacy")
+
+
+@pytest.fixture(scope="module")
+async def io(legacy_settings: Settings) -> AsyncIterator[tuple[MessageBus, RunArchive]]:
+    settings = legacy_settings
     bus = MessageBus.from_settings(settings)
     archive = RunArchive.from_settings(settings)
     await archive.ensure_indexes()
@@ -72,10 +77,12 @@ def env(activity_id: str) -> ActivityEnvironment:
 
 
 async def test_bare_values_are_wrapped_with_one_deprecation_warning_per_type(
-    io: tuple[MessageBus, RunArchive], caplog: pytest.LogCaptureFixture
+    io: tuple[MessageBus, RunArchive],
+    legacy_settings: Settings,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     bus, archive = io
-    acts = NodeActivities(bus, archive)
+    acts = NodeActivities(bus, archive, settings=legacy_settings)
     caplog.set_level(logging.WARNING, logger="spindle.worker.activities.nodes")
 
     first = execution("d", DICT_TYPE, {"q": 1})

@@ -29,7 +29,6 @@ from spindle.shared.platform.settings import Settings
 from spindle.worker.activities.agent import AgentActivities, tool_message
 from spindle.worker.contracts import LlmTurnInput, NodeExecution, RunRef, ToolCall, ToolCallInput
 from spindle.worker.llm.offline import OfflineProvider
-from spindle.worker.tools.mcp_client import McpToolCache
 from tests.integration.activity_env import env
 from tests.polling import eventually
 
@@ -95,7 +94,7 @@ async def test_an_agent_calls_a_stdio_mcp_tool_listed_once_per_worker(
     log = tmp_path / "starts.log"
     command = [sys.executable, str(SERVER), "--log", str(log)]
     settings = Settings(mcp_stdio_commands=[shlex.join(command)])
-    acts = AgentActivities(bus, None, OfflineProvider(), mcp=McpToolCache(settings))
+    acts = AgentActivities(bus, None, OfflineProvider(), settings=settings)
     server = {"name": "echo", "command": command[0], "args": command[1:], "tools": ["shout"]}
     ex = execution({"prompt": "{{ input.q }}", "mcp_servers": [server]}, "hello mcp")
 
@@ -122,7 +121,7 @@ async def test_mcp_arguments_are_checked_against_the_tool_schema(
 ) -> None:
     command = [sys.executable, str(SERVER)]
     settings = Settings(mcp_stdio_commands=[shlex.join(command)])
-    acts = AgentActivities(bus, None, OfflineProvider(), mcp=McpToolCache(settings))
+    acts = AgentActivities(bus, None, OfflineProvider(), settings=settings)
     server = {"name": "echo", "command": command[0], "args": command[1:]}
     ex = execution({"mcp_servers": [server]}, "x")
 
@@ -143,7 +142,7 @@ async def test_a_stdio_command_outside_the_allow_list_never_runs(
     bus: MessageBus, tmp_path: Path
 ) -> None:
     log = tmp_path / "starts.log"
-    acts = AgentActivities(bus, None, OfflineProvider(), mcp=McpToolCache(Settings()))
+    acts = AgentActivities(bus, None, OfflineProvider(), settings=Settings())
     server = {"name": "echo", "command": sys.executable, "args": [str(SERVER), "--log", str(log)]}
     ex = execution({"mcp_servers": [server]}, "x")
     ok, refused = await call(acts, ex, "echo__shout", {"text": "x"})
@@ -162,14 +161,14 @@ async def test_an_http_mcp_server_gets_secret_headers_through_the_outbound_polic
     }
     ex = execution({"mcp_servers": [server]}, "x")
 
-    allowed = McpToolCache(Settings(outbound_allow="127.0.0.1/32"))
-    acts = AgentActivities(bus, None, OfflineProvider(), mcp=allowed)
+    allowed = Settings(outbound_allow="127.0.0.1/32")
+    acts = AgentActivities(bus, None, OfflineProvider(), settings=allowed)
     ok, who = await call(acts, ex, "echo__whoami", {})
     assert ok and who == {"result": "Bearer s3cret"}
     ok, shouted = await call(acts, ex, "echo__shout", {"text": "over http"})
     assert ok and shouted == {"result": "OVER HTTP"}
 
     # The default policy refuses loopback: no connection is made.
-    refusing = AgentActivities(bus, None, OfflineProvider(), mcp=McpToolCache(Settings()))
+    refusing = AgentActivities(bus, None, OfflineProvider(), settings=Settings())
     ok, refused = await call(refusing, ex, "echo__shout", {"text": "x"})
     assert not ok and "refused" in refused["error"] and "outbound_allow" in refused["error"]

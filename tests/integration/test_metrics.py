@@ -96,7 +96,9 @@ def test_stream_hooks_count_open_streams_deliveries_and_reconnects() -> None:
     assert value("spindle_sse_streams_open") == open_before
 
 
-async def test_node_reports_and_the_run_finish_move_the_worker_metrics(bus: MessageBus) -> None:
+async def test_node_reports_and_the_run_finish_move_the_worker_metrics(
+    bus: MessageBus, activity_settings: Settings
+) -> None:
     run = new_run()
     ex = execution(run, "count", "tool")
     labels = {"nodeType": "tool", "status": "SUCCESS"}
@@ -108,22 +110,26 @@ async def test_node_reports_and_the_run_finish_move_the_worker_metrics(bus: Mess
 
     # The recorder counts every report, also with the archive off.
     report = build_report(ex, NodeStatus.SUCCESS, duration_ms=250.0)
-    await RunRecorder(None).save_report(ex, report)
-    await RunRecorder(None).save_report(ex, report)  # a second node of the same run
+    limit = activity_settings.archive_port_data_max_bytes
+    await RunRecorder(None, port_data_max_bytes=limit).save_report(ex, report)
+    # A second node of the same run, through a recorder of its own.
+    await RunRecorder(None, port_data_max_bytes=limit).save_report(ex, report)
     assert value("agent_node_executions_total", **labels) == executions + 2
     assert value("agent_node_duration_seconds_count", nodeType="tool") == observed + 2
     assert value("agent_node_duration_seconds_bucket", nodeType="tool", le="0.5") == fast + 2
     assert value("agent_runs_inflight") == inflight + 1  # one run, however many nodes
 
     await env("finish").run(
-        LifecycleActivities(bus).finish_run,
+        LifecycleActivities(bus, settings=activity_settings).finish_run,
         RunFinish(run=run, status=RunStatus.FAILED, error="boom"),
     )
     assert value("agent_runs_completed_total", outcome="failed") == completed + 1
     assert value("agent_runs_inflight") == inflight
 
 
-async def test_a_pending_prompt_is_an_item_waiting_until_answered(bus: MessageBus) -> None:
+async def test_a_pending_prompt_is_an_item_waiting_until_answered(
+    bus: MessageBus, activity_settings: Settings
+) -> None:
     run = new_run()
     ex = execution(run, "review", "prompt")
     pending = PendingInput(
@@ -132,7 +138,7 @@ async def test_a_pending_prompt_is_an_item_waiting_until_answered(bus: MessageBu
         ui_schema={"type": "object"},
         requested_at=datetime.now(UTC).isoformat(),
     )
-    acts = HitlActivities(bus)
+    acts = HitlActivities(bus, settings=activity_settings)
     waiting = value("agent_items_queue_length")
 
     await env("ask").run(acts.request_input, InputRequest(execution=ex, pending=pending))

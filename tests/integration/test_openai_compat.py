@@ -31,6 +31,7 @@ from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.errors import LlmAuthenticationError, LlmRequestRejected
 from spindle.shared.contracts.graph_spec import NodeSpec
 from spindle.shared.contracts.messages import AgentMessageType as T
+from spindle.shared.platform.settings import Settings
 from spindle.worker.activities.agent import AgentActivities
 from spindle.worker.contracts import ChatMessage, LlmTurnInput, NodeExecution, RunRef, ToolCall
 from spindle.worker.llm.base import (
@@ -351,7 +352,7 @@ async def test_streamed_refusals_are_still_non_retryable(fake: tuple[FakeOpenAI,
 
 
 async def test_llm_turn_streams_the_models_tokens_to_the_run(
-    fake: tuple[FakeOpenAI, str], redis_url: str
+    fake: tuple[FakeOpenAI, str], redis_url: str, activity_settings: Settings
 ) -> None:
     """The ``llm_turn`` activity with the OpenAI-compatible provider: the tokens
     reach the run's stream as STREAMING_CHUNK messages before the ANSWER."""
@@ -374,7 +375,8 @@ async def test_llm_turn_streams_the_models_tokens_to_the_run(
         return any(orjson.loads(m.raw)["t"] == T.STREAMING_CHUNK for m in await bus.history(wf))
 
     try:
-        acts = AgentActivities(bus, None, llm, streaming=True)
+        streaming = activity_settings.model_copy(update={"llm_streaming": True})
+        acts = AgentActivities(bus, None, llm, settings=streaming)
         turn = asyncio.create_task(
             environment.run(acts.llm_turn, LlmTurnInput(execution=execution, turn=1, messages=[]))
         )

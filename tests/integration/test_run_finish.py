@@ -156,21 +156,23 @@ async def test_a_run_canceled_generations_after_it_asked_closes_its_prompt(
 
 
 async def test_a_run_canceled_while_it_posts_a_notice_ends_canceled(
-    runner: GraphRunner,
+    runner: GraphRunner, settings: Settings
 ) -> None:
     # The SDK turns the cancel of a task awaiting an activity into an ActivityError;
     # the run's best-effort notice must not take it for a failed post and go on.
-    held = HeldActivity(runner, POST_MESSAGE, RunNotice, lambda n: n.type == int(M.WARNING))
+    held = HeldActivity(
+        runner, settings, POST_MESSAGE, RunNotice, lambda n: n.type == int(M.WARNING)
+    )
     handle = await cancel_while_held(held, lambda held_runner: held_runner.start(LOOP_ONCE, {}))
     await assert_ended_canceled(runner, handle)
 
 
 async def test_a_scheduled_run_canceled_while_it_records_its_start_ends_canceled(
-    runner: GraphRunner,
+    runner: GraphRunner, settings: Settings
 ) -> None:
     # Not an ActivityError out of the run: its cancel path stops it and finish_run
     # writes it canceled; the late start record leaves that status alone.
-    held = HeldActivity(runner, RECORD_RUN_START, RunStart, lambda start: True)
+    held = HeldActivity(runner, settings, RECORD_RUN_START, RunStart, lambda start: True)
 
     async def start(held_runner: GraphRunner) -> WorkflowHandle[Any, Any]:
         return await held_runner.client.start_workflow(

@@ -84,10 +84,18 @@ async def wire(bus: MessageBus, stream_id: str) -> list[dict[str, Any]]:
     return [orjson.loads(m.raw) for m in await bus.history(stream_id)]
 
 
-async def test_offline_answer_streams_as_chunks_then_the_answer(bus: MessageBus) -> None:
+@pytest.fixture(scope="module")
+def streaming(activity_settings: Settings) -> Settings:
+    """Settings of a worker that streams the model's tokens."""
+    return activity_settings.model_copy(update={"llm_streaming": True})
+
+
+async def test_offline_answer_streams_as_chunks_then_the_answer(
+    bus: MessageBus, streaming: Settings
+) -> None:
     run = new_run("ws-7")
     # 20 ms between tokens: slower than the 16 ms window, so tokens go out as they come.
-    acts = AgentActivities(bus, None, OfflineProvider(token_delay=0.02), streaming=True)
+    acts = AgentActivities(bus, None, OfflineProvider(token_delay=0.02), settings=streaming)
     prompt = "Tell me what the streaming chunks carry on the wire"
     result = await env("12").run(
         acts.llm_turn,
@@ -175,12 +183,14 @@ async def test_reused_activity_id_keeps_the_newer_stream(bus: MessageBus) -> Non
     await bus.delete_stream(stream)
 
 
-async def test_retry_after_the_answer_was_posted_streams_nothing_new(bus: MessageBus) -> None:
+async def test_retry_after_the_answer_was_posted_streams_nothing_new(
+    bus: MessageBus, streaming: Settings
+) -> None:
     """Attempt 1 streamed and posted its ANSWER, then failed (say, archiving the
     report). Attempt 2's ANSWER is a duplicate the bus ignores, so it must not
     stream chunks that nothing would supersede."""
     run = new_run()
-    acts = AgentActivities(bus, None, OfflineProvider(token_delay=0.02), streaming=True)
+    acts = AgentActivities(bus, None, OfflineProvider(token_delay=0.02), settings=streaming)
     turn = LlmTurnInput(execution=execution(run, "a question worth streaming"), turn=1, messages=[])
     await env("4", attempt=1).run(acts.llm_turn, turn)
     first = await wire(bus, run.stream_id)
@@ -196,11 +206,15 @@ async def test_retry_after_the_answer_was_posted_streams_nothing_new(bus: Messag
     assert finals == [first[-1]["m"]] and live == {}
 
 
-async def test_chunk_keys_dedup_within_an_attempt_not_across(bus: MessageBus) -> None:
+async def test_chunk_keys_dedup_within_an_attempt_not_across(
+    bus: MessageBus, activity_settings: Settings
+) -> None:
     run = new_run()
 
     def sink(attempt: int) -> ChunkPoster:
-        return ChunkPoster(MessagePoster(bus, run, activity_id="9", attempt=attempt))
+        limit = activity_settings.max_message_bytes
+        poster = MessagePoster(bus, run, activity_id="9", attempt=attempt, max_message_bytes=limit)
+        return ChunkPoster(poster)
 
     first = sink(1)
     for text, last in [("a", False), ("b", True)]:

@@ -38,6 +38,7 @@ from spindle.shared.contracts.workstreams import (
     WorkstreamList,
     WorkstreamState,
 )
+from spindle.shared.platform.settings import Settings
 from spindle.worker.contracts import POST_MESSAGE, RECORD_RUN_START, RunNotice, RunStart
 from spindle.worker.examples import load_example
 from spindle.worker.replay.histories import fetch_generations, record_history, save_history
@@ -220,10 +221,11 @@ async def test_a_run_over_generations_with_a_running_workstream_replays(
         save_history(child, HISTORIES)
 
 
-def _held(runner: GraphRunner, activity_name: str) -> HeldActivity:
+def _held(runner: GraphRunner, settings: Settings, activity_name: str) -> HeldActivity:
     if activity_name == POST_MESSAGE:  # the WARNING of the refused loop-back
-        return HeldActivity(runner, POST_MESSAGE, RunNotice, lambda n: n.type == int(M.WARNING))
-    return HeldActivity(runner, RECORD_RUN_START, RunStart, lambda start: True)
+        warning = int(M.WARNING)
+        return HeldActivity(runner, settings, POST_MESSAGE, RunNotice, lambda n: n.type == warning)
+    return HeldActivity(runner, settings, RECORD_RUN_START, RunStart, lambda start: True)
 
 
 def _start(activity_name: str, workflow_id: str) -> Callable[[GraphRunner], Awaitable[Any]]:
@@ -247,12 +249,12 @@ def _start(activity_name: str, workflow_id: str) -> Callable[[GraphRunner], Awai
     [("canceled-in-a-notice", POST_MESSAGE), ("canceled-recording-its-start", RECORD_RUN_START)],
 )
 async def test_a_run_canceled_inside_its_own_activity_replays(
-    dev_runner: GraphRunner, stem: str, activity_name: str
+    dev_runner: GraphRunner, settings: Settings, stem: str, activity_name: str
 ) -> None:
     """The cancel path behind ``CANCEL_IN_ACTIVITY_PATCH``: its marker is recorded, and
     the history replays."""
     workflow_id = stem if RECORD else f"{stem}-{uuid.uuid4().hex[:8]}"
-    held = _held(dev_runner, activity_name)
+    held = _held(dev_runner, settings, activity_name)
     handle = await cancel_while_held(held, _start(activity_name, workflow_id))
     history = await handle.fetch_history()
     markers = [e for e in history.events if e.HasField("marker_recorded_event_attributes")]

@@ -233,7 +233,8 @@ def test_container_ports_match_the_settings(base: list[dict[str, Any]]) -> None:
     assert port_number(gateway, "http") == settings.gateway_port == defaults.gateway_port
     assert port_number(worker, "metrics") == settings.worker_metrics_port
     assert settings.worker_metrics_port == defaults.worker_metrics_port
-    # The Temporal SDK's metrics are served on the next port (spindle.worker.metrics_server).
+    # The Temporal SDK's metrics are served on the next port
+    # (spindle.worker.telemetry.metrics_server).
     assert port_number(worker, "sdk-metrics") == settings.worker_metrics_port + 1
     # Reachable from other pods, not only from inside the container.
     assert settings.gateway_host == settings.worker_metrics_host == "0.0.0.0"

@@ -75,7 +75,12 @@ async def runner(
 
 @pytest.fixture(scope="module")
 async def parents(
-    time_skipping_env: WorkflowEnvironment, run_bus: MessageBus, run_archive: RunArchive
+    time_skipping_env: WorkflowEnvironment,
+    worker_settings: Settings,
+    run_bus: MessageBus,
+    run_archive: RunArchive,
 ) -> AsyncIterator[Parents]:
-    async with parents_with_stub_children(time_skipping_env, run_bus, run_archive) as harness:
+    async with parents_with_stub_children(
+        time_skipping_env, worker_settings, run_bus, run_archive
+    ) as harness:
         yield harness

@@ -45,6 +45,7 @@ from spindle.shared.contracts.workstreams import (
     WorkstreamState,
     child_workflow_id,
 )
+from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunArchive
 from spindle.shared.store.file_store import FileStore
 from spindle.worker.activities import build_activities
@@ -206,7 +207,10 @@ class Harness:
 
 @pytest.fixture(scope="module")
 async def harness(
-    time_skipping_env: WorkflowEnvironment, run_bus: MessageBus, run_archive: RunArchive
+    time_skipping_env: WorkflowEnvironment,
+    worker_settings: Settings,
+    run_bus: MessageBus,
+    run_archive: RunArchive,
 ) -> AsyncIterator[Harness]:
     llm = ScriptedLlm()
     task_queue = f"ws-{uuid.uuid4().hex[:10]}"
@@ -220,8 +224,8 @@ async def harness(
         task_queue=task_queue,
         workflows=[Workstream, StubParent],
         activities=[
-            *build_activities(run_bus, run_archive, llm),
-            *workstream_activities(run_bus, run_archive),
+            *build_activities(run_bus, run_archive, llm, settings=worker_settings),
+            *workstream_activities(run_bus, run_archive, settings=worker_settings),
         ],
         workflow_runner=runner,
     )

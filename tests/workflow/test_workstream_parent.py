@@ -52,6 +52,7 @@ from spindle.shared.contracts.workstreams import (
     WorkstreamState,
     child_workflow_id,
 )
+from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunArchive
 from tests.workflow.runs import M, cancel_run, eventually, types_of
 from tests.workflow.stub_workstream import PARTIAL
@@ -345,7 +346,10 @@ async def test_cancelling_the_parent_stops_then_cancels_every_child(parents: Par
 
 
 async def test_a_message_taken_for_a_child_that_has_just_ended_is_not_lost(
-    time_skipping_env: WorkflowEnvironment, run_bus: MessageBus, run_archive: RunArchive
+    time_skipping_env: WorkflowEnvironment,
+    worker_settings: Settings,
+    run_bus: MessageBus,
+    run_archive: RunArchive,
 ) -> None:
     """The child ends while no worker runs the parent; a message sent then reaches a
     parent that has not yet seen that end. It is refused (409) or, taken, rejected on
@@ -353,7 +357,7 @@ async def test_a_message_taken_for_a_child_that_has_just_ended_is_not_lost(
     env, queue = time_skipping_env, f"wsp-{uuid.uuid4().hex[:10]}"
     # No sticky cache: the next worker gets the run's tasks from the queue at once.
     async with parents_with_stub_children(
-        env, run_bus, run_archive, queue, max_cached_workflows=0
+        env, worker_settings, run_bus, run_archive, queue, max_cached_workflows=0
     ) as ps:
         handle = await ps.runner.start(HOLD)
         await ps.runner.wait_for_prompt(handle, "hold")
@@ -364,7 +368,7 @@ async def test_a_message_taken_for_a_child_that_has_just_ended_is_not_lost(
         handle.execute_update(MESSAGE_WORKSTREAM_UPDATE, request, result_type=WorkstreamMessageAck)
     )
     async with parents_with_stub_children(
-        env, run_bus, run_archive, queue, max_cached_workflows=0
+        env, worker_settings, run_bus, run_archive, queue, max_cached_workflows=0
     ) as ps:
         try:
             ack = await sent

@@ -141,6 +141,7 @@ class Parents:
 @asynccontextmanager
 async def parents_with_stub_children(
     env: WorkflowEnvironment,
+    settings: Settings,
     bus: MessageBus,
     archive: RunArchive,
     task_queue: str | None = None,
@@ -149,10 +150,10 @@ async def parents_with_stub_children(
     """A worker running ``GraphRun`` with the stub child, on a task queue of its own
     (``task_queue``: to stand a worker up again on the queue of an earlier one)."""
     task_queue = task_queue or f"wsp-{uuid.uuid4().hex[:10]}"
-    posts = PostRecorder(LifecycleActivities(bus, archive))
+    posts = PostRecorder(LifecycleActivities(bus, archive, settings=settings))
     activities = [
         fn
-        for fn in build_activities(bus, archive, OfflineProvider())
+        for fn in build_activities(bus, archive, OfflineProvider(), settings=settings)
         if fn.__name__ != "post_message"
     ]
     worker = Worker(

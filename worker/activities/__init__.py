@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from spindle.shared.platform.settings import Settings
-
 if TYPE_CHECKING:
     from spindle.shared.bus.message_bus import MessageBus
+    from spindle.shared.platform.settings import Settings
     from spindle.shared.store.archive import RunArchive
     from spindle.worker.llm.base import LlmProvider
     from spindle.worker.tools.mcp_client import McpToolCache
@@ -24,13 +23,13 @@ def build_activities(
     archive: RunArchive | None,
     llm: LlmProvider,
     *,
-    settings: Settings | None = None,
+    settings: Settings,
     mcp: McpToolCache | None = None,
 ) -> list[Callable[..., Any]]:
     """All activities of a graph run, bound to the given bus, archive and LLM.
 
     Args:
-        settings: the worker's settings; default: read from the environment.
+        settings: the worker's settings, given to every activity class.
         mcp: the worker process's MCP tool cache; default: one of these activities' own.
     """
     from spindle.worker.activities.agent import AgentActivities
@@ -42,7 +41,6 @@ def build_activities(
     from spindle.worker.offerings import load_offerings
 
     load_offerings()  # the node types and tools the activities look up by name
-    settings = settings if settings is not None else Settings()
     nodes = NodeActivities(bus, archive, settings=settings)
     agent = AgentActivities(bus, archive, llm, settings=settings, mcp=mcp)
     hitl = HitlActivities(bus, archive, settings=settings)

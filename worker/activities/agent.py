@@ -143,13 +143,9 @@ class AgentActivities:
     """LLM turns and tool calls, with the bus, archive, LLM provider and settings injected.
 
     Args:
-        settings: the worker's settings; default: read from the environment.
-        streaming: post the model's tokens as STREAMING_CHUNK messages;
-            default: ``Settings.llm_streaming``.
-        chunk_interval: seconds a token may wait before it is posted; default:
-            ``Settings.stream_chunk_interval_ms``.
-        chunk_max_chars: most characters of one chunk; default:
-            ``Settings.stream_chunk_max_chars``.
+        settings: the worker's settings (among them ``llm_streaming``, whether the
+            model's tokens are posted as STREAMING_CHUNK messages, and how they are
+            batched: ``stream_chunk_interval_ms``, ``stream_chunk_max_chars``).
         mcp: the worker's MCP tool lists (one per worker process: ``build_workers``);
             default: a cache of this object's own, with ``settings``.
     """
@@ -160,13 +156,10 @@ class AgentActivities:
         archive: RunArchive | None,
         llm: LlmProvider,
         *,
-        settings: Settings | None = None,
-        streaming: bool | None = None,
-        chunk_interval: float | None = None,
-        chunk_max_chars: int | None = None,
+        settings: Settings,
         mcp: McpToolCache | None = None,
     ) -> None:
-        self.settings = settings = settings if settings is not None else Settings()
+        self.settings = settings
         self.mcp = mcp if mcp is not None else McpToolCache(settings)
         self.bus = bus
         self.archive = archive
@@ -176,13 +169,9 @@ class AgentActivities:
         )
         self.tasks = TaskSync(bus, archive)
         self.conversations = ConversationStore(bus.redis, settings.history_ttl_days * 86_400)
-        self.streaming = settings.llm_streaming if streaming is None else streaming
-        self.chunk_interval = (
-            settings.stream_chunk_interval_ms / 1000 if chunk_interval is None else chunk_interval
-        )
-        self.chunk_max_chars = (
-            settings.stream_chunk_max_chars if chunk_max_chars is None else chunk_max_chars
-        )
+        self.streaming = settings.llm_streaming
+        self.chunk_interval = settings.stream_chunk_interval_ms / 1000
+        self.chunk_max_chars = settings.stream_chunk_max_chars
         self.prices = settings.model_prices
 
     async def _conversation(self, turn: LlmTurnInput) -> list[ChatMessage]:

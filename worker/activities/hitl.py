@@ -78,7 +78,7 @@ class HitlActivities:
     """Human-in-the-loop activities, with the bus, archive and settings injected.
 
     Args:
-        settings: the worker's settings; default: read from the environment.
+        settings: the worker's settings.
     """
 
     def __init__(
@@ -86,11 +86,11 @@ class HitlActivities:
         bus: MessageBus,
         archive: RunArchive | None = None,
         *,
-        settings: Settings | None = None,
+        settings: Settings,
     ) -> None:
         self.bus = bus
         self.archive = archive
-        self.settings = settings if settings is not None else Settings()
+        self.settings = settings
         self.recorder = RunRecorder(
             archive, port_data_max_bytes=self.settings.archive_port_data_max_bytes
         )

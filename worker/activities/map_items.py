@@ -109,8 +109,7 @@ class ItemActivities:
         bus: where progress is posted.
         archive: its database holds the item pages and attachments; without an
             archive they go to the settings' MongoDB all the same.
-        settings: the worker's settings (batch size, MongoDB); default: read from
-            the environment.
+        settings: the worker's settings (batch size, MongoDB).
     """
 
     def __init__(
@@ -118,11 +117,11 @@ class ItemActivities:
         bus: MessageBus,
         archive: RunArchive | None = None,
         *,
-        settings: Settings | None = None,
+        settings: Settings,
     ) -> None:
         self.bus = bus
         self.archive = archive
-        self.settings = settings if settings is not None else Settings()
+        self.settings = settings
         self.recorder = RunRecorder(
             archive, port_data_max_bytes=self.settings.archive_port_data_max_bytes
         )
@@ -397,7 +396,7 @@ def _bad_over(node: NodeSpec, why: str) -> ApplicationError:
 
 
 def item_activities(
-    bus: MessageBus, archive: RunArchive | None, *, settings: Settings | None = None
+    bus: MessageBus, archive: RunArchive | None, *, settings: Settings
 ) -> list[Any]:
     """The map activities, bound to the bus, the archive's database and the settings."""
     items = ItemActivities(bus, archive, settings=settings)

@@ -97,7 +97,7 @@ class NodeActivities:
     Args:
         bus: where the node's messages go.
         archive: where its report is archived (None: nowhere).
-        settings: the worker's settings; default: read from the environment.
+        settings: the worker's settings.
     """
 
     def __init__(
@@ -105,11 +105,11 @@ class NodeActivities:
         bus: MessageBus,
         archive: RunArchive | None = None,
         *,
-        settings: Settings | None = None,
+        settings: Settings,
     ) -> None:
         self.bus = bus
         self.archive = archive
-        self.settings = settings if settings is not None else Settings()
+        self.settings = settings
         self.recorder = RunRecorder(
             archive, port_data_max_bytes=self.settings.archive_port_data_max_bytes
         )

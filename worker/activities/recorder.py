@@ -19,7 +19,6 @@ from temporalio import activity
 
 from spindle.shared.contracts.runs import NodeReport, NodeStatus
 from spindle.shared.platform import metrics
-from spindle.shared.platform.settings import Settings
 from spindle.shared.platform.telemetry import annotate_node_span, current_trace_ids, item_count
 from spindle.shared.store.run_trace import (
     NodeFinished,
@@ -41,7 +40,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SUMMARY_CHARS = 200
-DEFAULT_PORT_DATA_MAX_BYTES: int = Settings.model_fields["archive_port_data_max_bytes"].default
 _META_KEYS = frozenset(
     {
         "stepId",
@@ -251,8 +249,8 @@ class RunRecorder:
         archive: the archive (None: archiving is off).
         outbox: where writes MongoDB cannot take wait; default: the outbox
             attached to ``archive`` (see ``spindle.worker.archive.writes.attach_outbox``).
-        port_data_max_bytes: largest output archived by port
-            (``Settings.archive_port_data_max_bytes``; default: that setting's default).
+        port_data_max_bytes: largest output archived by port; the activity classes
+            pass ``Settings.archive_port_data_max_bytes``.
     """
 
     def __init__(
@@ -260,7 +258,7 @@ class RunRecorder:
         archive: RunArchive | None,
         outbox: ArchiveOutbox | None = None,
         *,
-        port_data_max_bytes: int = DEFAULT_PORT_DATA_MAX_BYTES,
+        port_data_max_bytes: int,
     ) -> None:
         self.archive = archive
         self.outbox = outbox

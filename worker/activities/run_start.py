@@ -29,8 +29,7 @@ class RunStartActivities:
     injected.
 
     Args:
-        settings: the worker's settings (the Temporal UI link of the run document);
-            default: read from the environment.
+        settings: the worker's settings (the Temporal UI link of the run document).
     """
 
     def __init__(
@@ -38,11 +37,11 @@ class RunStartActivities:
         bus: MessageBus,
         archive: RunArchive | None = None,
         *,
-        settings: Settings | None = None,
+        settings: Settings,
     ) -> None:
         self.bus = bus
         self.archive = archive
-        self.settings = settings if settings is not None else Settings()
+        self.settings = settings
 
     @activity.defn(name=RECORD_RUN_START)
     async def record_run_start(self, start: RunStart) -> Empty:

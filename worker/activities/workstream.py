@@ -42,7 +42,7 @@ class WorkstreamActivities:
         bus: where messages go (the parent's stream).
         archive: where posted messages are archived (None: nowhere).
         files: where artifacts go (None: no artifacts are written).
-        settings: the worker's settings; default: read from the environment.
+        settings: the worker's settings.
     """
 
     def __init__(
@@ -51,12 +51,12 @@ class WorkstreamActivities:
         archive: RunArchive | None,
         files: FileStore | None,
         *,
-        settings: Settings | None = None,
+        settings: Settings,
     ) -> None:
         self.bus = bus
         self.archive = archive
         self.files = files
-        self.settings = settings if settings is not None else Settings()
+        self.settings = settings
 
     @activity.defn(name=FINISH_WORKSTREAM)
     async def finish_workstream(self, finish: WorkstreamFinish) -> WorkstreamFinished:
@@ -106,7 +106,7 @@ def closing_text(finish: WorkstreamFinish) -> str:
 
 
 def workstream_activities(
-    bus: MessageBus, archive: RunArchive | None, *, settings: Settings | None = None
+    bus: MessageBus, archive: RunArchive | None, *, settings: Settings
 ) -> list[Callable[..., Any]]:
     """The child workstream's activities; artifacts go to the archive's database."""
     files = FileStore(archive.database) if archive is not None else None

@@ -22,7 +22,6 @@ from temporalio import activity
 from spindle.shared.bus.message_bus import Fence, PostResult, StoredMessage, stream_key
 from spindle.shared.contracts.errors import AttemptSuperseded, to_application_error
 from spindle.shared.contracts.messages import AgentMessageType, create_compact_message, cut_to_size
-from spindle.shared.platform.settings import Settings
 from spindle.shared.platform.telemetry import current_trace_ids
 from spindle.worker.archive.operations import SaveMessages
 from spindle.worker.archive.writes import archive_write
@@ -36,8 +35,6 @@ if TYPE_CHECKING:
     from spindle.worker.archive.outbox import ArchiveOutbox
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_MAX_MESSAGE_BYTES: int = Settings.model_fields["max_message_bytes"].default
 
 # Claim attempt ARGV[1] of an activity execution unless a newer one has: returns
 # the highest attempt that has claimed it (ARGV[1] itself when this one is current).
@@ -82,7 +79,7 @@ class MessagePoster:
         outbox: where messages MongoDB cannot take wait; default: the outbox
             attached to ``archive``.
         max_message_bytes: longest stored message; the activity classes pass
-            ``Settings.max_message_bytes``; default: that setting's default.
+            ``Settings.max_message_bytes``.
     """
 
     def __init__(
@@ -94,7 +91,7 @@ class MessagePoster:
         activity_id: str | None = None,
         attempt: int | None = None,
         outbox: ArchiveOutbox | None = None,
-        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        max_message_bytes: int,
     ) -> None:
         info = activity.info() if activity.in_activity() else None
         self.bus = bus
