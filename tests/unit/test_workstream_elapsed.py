@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from spindle.gateway.api.routes.workstreams import with_wall_clock_elapsed
+from spindle.gateway.services.run_records import with_wall_clock_elapsed
 from spindle.shared.contracts.workstreams import (
     WorkstreamInfo,
     WorkstreamList,

@@ -39,8 +39,6 @@ import orjson
 from fastapi import APIRouter
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
-from temporalio.client import Client, WorkflowHistory
-from temporalio.service import RPCError, RPCStatusCode
 
 from spindle.gateway.api.deps import (
     ArchiveDep,
@@ -48,10 +46,10 @@ from spindle.gateway.api.deps import (
     CallerDep,
     ReadableRunDep,
     SettingsDep,
-    TemporalDep,
 )
-from spindle.gateway.http.temporal_errors import temporal_error
 from spindle.gateway.models import RunDetail
+from spindle.gateway.services import run_records
+from spindle.gateway.services.callers import Caller
 from spindle.gateway.services.run_views import RunLookup, describe_run
 from spindle.gateway.streams.history import stored_messages
 from spindle.shared.store.archive import RunArchive
@@ -100,7 +98,6 @@ async def get_run_bundle(
     workflow_id: str,
     *,
     run: ReadableRunDep,
-    temporal: TemporalDep,
     bus: BusDep,
     archive: ArchiveDep,
     settings: SettingsDep,
@@ -113,7 +110,7 @@ async def get_run_bundle(
     reports = await _node_reports(archive, workflow_id) if settings.archive_enabled else []
     traced = await _trace(archive, workflow_id) if settings.archive_enabled else ([], {})
     attempts = await _answer_attempts(archive, workflow_id)
-    history = await _history(temporal, workflow_id)
+    history = await _history(caller, workflow_id)
     # Stored messages already are compact JSON: splice their bytes in unparsed.
     body = b"".join(
         (
@@ -167,35 +164,12 @@ async def _trace(
     return messages, {"run": run_trace_id, "messages": posted}
 
 
-async def _history(temporal: Client, workflow_id: str) -> list[dict[str, Any]]:
-    """Every generation's history, oldest first: from the latest run back along the
-    chain each run's start names (``continuedExecutionRunId``)."""
-    generations: list[dict[str, Any]] = []
-    run_id: str | None = None
-    while True:
-        history = await _one_history(temporal, workflow_id, run_id)
-        if history is None:
-            break  # past Temporal's retention: the archive still has the rest
-        started = history.events[0].workflow_execution_started_event_attributes
-        generations.append(
-            {"run_id": history.run_id, **_without_identities(history.to_json_dict())}
-        )
-        run_id = started.continued_execution_run_id or None
-        if run_id is None:
-            break
-    generations.reverse()
-    return generations
-
-
-async def _one_history(
-    temporal: Client, workflow_id: str, run_id: str | None
-) -> WorkflowHistory | None:
-    try:
-        return await temporal.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
-    except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND:
-            return None
-        raise temporal_error(exc) from exc
+async def _history(caller: Caller, workflow_id: str) -> list[dict[str, Any]]:
+    """Every generation's history JSON, oldest first, each with its run id."""
+    return [
+        {"run_id": history.run_id, **_without_identities(history.to_json_dict())}
+        for history in await run_records.histories(caller, workflow_id)
+    ]
 
 
 def _without_identities(node: Any) -> Any:

@@ -3,7 +3,8 @@
 The new run reuses the recorded outputs of the nodes that finished in the source
 run before ``from_node`` (they complete without an activity) and executes from
 ``from_node`` on. The graph, input, context and meta come from the source
-workflow's start event in Temporal (so inline specs fork too); the outputs come
+workflow's start event in Temporal (``services.run_records.start_input``, so
+inline specs fork too); the outputs come
 from the archive's node reports, plus the outputs the source itself reused when
 it was a fork.
 """
@@ -14,18 +15,14 @@ from typing import Any
 
 from fastapi import APIRouter, status
 from pydantic import BaseModel, ConfigDict, Field
-from temporalio.client import Client
-from temporalio.service import RPCError, RPCStatusCode
 
-from spindle.gateway.api.deps import ArchiveDep, CallerDep, ControllableRunDep, TemporalDep
-from spindle.gateway.http.temporal_errors import temporal_error
+from spindle.gateway.api.deps import ArchiveDep, CallerDep, ControllableRunDep
 from spindle.gateway.models import StartRunResponse
+from spindle.gateway.services.run_records import start_input
 from spindle.gateway.services.run_starts import admit_start
-from spindle.shared.contracts.errors import Conflict, NotFound, ValidationFailed
+from spindle.shared.contracts.errors import Conflict, ValidationFailed
 from spindle.shared.contracts.graph_spec import GraphSpec
 from spindle.shared.contracts.runs import (
-    GRAPH_RUN_WORKFLOW,
-    GraphRunInput,
     NodeStatus,
     ReplayedNode,
 )
@@ -74,13 +71,12 @@ async def fork_run(
     body: ForkRequest,
     run: ControllableRunDep,
     *,
-    temporal: TemporalDep,
     archive: ArchiveDep,
     caller: CallerDep,
 ) -> StartRunResponse:
     admitted = await admit_start(caller)
     identity = caller.identity
-    source = await _source_input(temporal, run.workflow_id)
+    source = await start_input(caller, run.workflow_id)
     graph = source.graph
     if body.from_node not in {node.id for node in graph.nodes}:
         raise ValidationFailed(
@@ -141,30 +137,6 @@ def reusable_nodes(graph: GraphSpec, from_node: str) -> set[str]:
                 frontier.append(edge.to)
     port_deciders = {edge.from_ for edge in graph.edges if edge.from_port is not None}
     return {node.id for node in graph.nodes} - reachable - port_deciders
-
-
-async def _source_input(temporal: Client, workflow_id: str) -> GraphRunInput:
-    """The source run's ``GraphRunInput``, from its workflow start event."""
-    handle = temporal.get_workflow_handle(workflow_id)
-    try:
-        async for event in handle.fetch_history_events():
-            started = event.workflow_execution_started_event_attributes
-            if started.workflow_type.name != GRAPH_RUN_WORKFLOW:
-                # A workstream child (or any other workflow) has another input
-                # type: there is no graph to fork.
-                raise Conflict(
-                    f"run '{workflow_id}' is a {started.workflow_type.name} workflow; "
-                    "only graph runs can be forked"
-                )
-            decoded = await temporal.data_converter.decode(started.input.payloads, [GraphRunInput])
-            run_input = decoded[0]
-            assert isinstance(run_input, GraphRunInput)
-            return run_input
-    except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND:
-            raise NotFound(f"run '{workflow_id}' was not found") from exc
-        raise temporal_error(exc) from exc
-    raise NotFound(f"run '{workflow_id}' was not found")
 
 
 async def _recorded_outputs(archive: RunArchive, workflow_id: str) -> dict[str, ReplayedNode]:

@@ -18,9 +18,9 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from spindle.gateway.api.deps import ArchiveDep, ReadableRunDep, TemporalDep
-from spindle.gateway.api.routes.fork import _source_input
+from spindle.gateway.api.deps import ArchiveDep, CallerDep, ReadableRunDep
 from spindle.gateway.runs.lookup import archived_run
+from spindle.gateway.services.run_records import start_input
 from spindle.shared.contracts.errors import Conflict, NotFound
 from spindle.shared.contracts.graph_spec import GraphSpec
 
@@ -78,10 +78,10 @@ class NodeInspection(BaseModel):
     responses=VIEW_RESPONSES,
 )
 async def run_graph(
-    workflow_id: str, *, run: ReadableRunDep, temporal: TemporalDep, archive: ArchiveDep
+    workflow_id: str, *, run: ReadableRunDep, caller: CallerDep, archive: ArchiveDep
 ) -> RunGraph:
     try:
-        source = await _source_input(temporal, workflow_id)
+        source = await start_input(caller, workflow_id)
         return RunGraph(workflow_id=workflow_id, graph=source.graph)
     except (NotFound, Conflict) as exc:
         # Temporal's retention dropped the history: the registry may still know it.

@@ -17,23 +17,17 @@ from fastapi import APIRouter, Header, Query, Request
 from pydantic import BaseModel
 
 from spindle.gateway.api.deps import (
-    ArchiveDep,
     BaseUrlDep,
     BusDep,
-    HubDep,
+    CallerDep,
     IdentityDep,
-    LimitsDep,
     ReadableRunDep,
-    SettingsDep,
-    TemporalDep,
 )
 from spindle.gateway.models import SSE_EVENT_SCHEMA
+from spindle.gateway.services.run_streams import RunFollow, open_run_events
 from spindle.gateway.services.state import gateway_state
-from spindle.gateway.streams.follower import StreamCursor
-from spindle.gateway.streams.run_messages import store_reader
-from spindle.gateway.streams.sse import EventStreamResponse, RunEventStream
+from spindle.gateway.streams.sse import EventStreamResponse
 from spindle.shared.contracts.errors import Forbidden, InvalidRequest
-from spindle.shared.temporal.closed_runs import ClosedRun, reconcile_closed_run
 
 router = APIRouter(tags=["messages"])
 
@@ -83,13 +77,7 @@ async def stream_messages(
     request: Request,
     *,
     run: ReadableRunDep,
-    identity: IdentityDep,
-    limits: LimitsDep,
-    bus: BusDep,
-    hub: HubDep,
-    archive: ArchiveDep,
-    settings: SettingsDep,
-    temporal: TemporalDep,
+    caller: CallerDep,
     since: Annotated[
         int | None, Query(ge=0, description="replay stored messages with ts > since (epoch ms)")
     ] = None,
@@ -113,32 +101,13 @@ async def stream_messages(
     after_seq = _event_id(last_event_id, "Last-Event-ID")
     if after_seq is None:
         after_seq = _event_id(last_event_id_query, "lastEventId")
-    archive_or_none = archive if settings.archive_enabled else None
-
-    on_closed = gateway_state(request).on_run_closed
-
-    async def closed_check() -> ClosedRun | None:
-        # A run Temporal closed without Spindle posts nothing by itself: without
-        # this the stream would send keep-alives until the client gives up.
-        return await reconcile_closed_run(
-            workflow_id, temporal=temporal, bus=bus, archive=archive_or_none, on_closed=on_closed
-        )
-
-    cursor = StreamCursor(after_seq=after_seq, since_ts=since, live_only=skip_history)
-    lease = await limits.open_stream(identity.tenant_id)
-    stream = RunEventStream(
-        workflow_id,
-        hub=hub,
-        bus=bus,
-        read_backlog=store_reader(workflow_id, bus, archive_or_none),
-        cursor=cursor,
-        keepalive_seconds=settings.sse_keepalive_seconds,
-        lease=lease,
-        on_idle=closed_check,
-        idle_every=settings.sse_closed_check_keepalives,
+    follow = RunFollow(
+        workflow_id=workflow_id, after_seq=after_seq, since_ts=since, live_only=skip_history
     )
+    # The stream holds a slot and settles a run closed outside Spindle when idle.
+    stream = await open_run_events(caller, follow)
     # Ended with a retry hint when this process stops (spindle.gateway.http.stream_drain).
-    return EventStreamResponse(stream, drain=gateway_state(request).stream_drain)
+    return EventStreamResponse(stream, drain=caller.state.stream_drain)
 
 
 class StreamToken(BaseModel):

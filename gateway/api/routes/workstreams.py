@@ -4,7 +4,8 @@ terminate, extend the deadline.
 A workstream is a child run its parent launches without waiting; it posts to
 the parent's stream with its own ``w`` (workstream id). The gateway never talks
 to a child: every call goes to the parent ``GraphRun`` as a Temporal update
-(launch, steer, message, terminate) or its ``workstreams`` query (list), so the
+(launch, steer, message, terminate: ``services.run_input.update_run``) or its
+``workstreams`` query (list: ``services.run_records.workstreams``), so the
 parent's validators decide and the caller learns at once whether it was taken.
 
 Failures the parent reports (classes of ``spindle.shared.contracts.errors``,
@@ -25,18 +26,13 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path, status
-from temporalio.client import (
-    Client,
-    WorkflowQueryFailedError,
-)
-from temporalio.service import RPCError, RPCStatusCode
 
-from spindle.gateway.api.deps import CallerDep, ControllableRunDep, ReadableRunDep, TemporalDep
-from spindle.gateway.http.temporal_errors import is_missing_handler, temporal_error
+from spindle.gateway.api.deps import CallerDep, ControllableRunDep, ReadableRunDep
+from spindle.gateway.http.temporal_errors import is_missing_handler
+from spindle.gateway.services import run_records
 from spindle.gateway.services.run_input import update_run
 from spindle.shared.contracts.budgets import (
     EXTEND_WORKSTREAM_DEADLINE_UPDATE,
@@ -52,7 +48,6 @@ from spindle.shared.contracts.errors import (
     NotFound,
     RunFinishing,
     SpindleError,
-    Unavailable,
     UnknownWorkstream,
     WorkstreamFinished,
     WorkstreamNotInteractive,
@@ -64,7 +59,6 @@ from spindle.shared.contracts.workstreams import (
     MESSAGE_WORKSTREAM_UPDATE,
     STEER_WORKSTREAM_UPDATE,
     TERMINATE_WORKSTREAM_UPDATE,
-    WORKSTREAMS_QUERY,
     LaunchAck,
     LaunchRequest,
     MessageWorkstream,
@@ -82,9 +76,6 @@ from spindle.shared.contracts.workstreams import (
 log = logging.getLogger(__name__)
 
 router = APIRouter(tags=["workstreams"])
-
-# A query needs a live worker; without one it would block until the deadline.
-QUERY_TIMEOUT = timedelta(seconds=5)
 
 LaunchId = Annotated[
     str, Path(min_length=1, max_length=200, description="the workstream's launch id (ws-<n>)")
@@ -169,9 +160,9 @@ async def launch_workstream(
     responses=_COMMON,
 )
 async def list_workstreams(
-    workflow_id: str, *, run: ReadableRunDep, temporal: TemporalDep
+    workflow_id: str, *, run: ReadableRunDep, caller: CallerDep
 ) -> WorkstreamList:
-    return await query_workstreams(temporal, workflow_id)
+    return await run_records.workstreams(caller, workflow_id)
 
 
 @router.get(
@@ -181,9 +172,9 @@ async def list_workstreams(
     responses=_COMMON,
 )
 async def get_workstream(
-    workflow_id: str, launch_id: LaunchId, *, run: ReadableRunDep, temporal: TemporalDep
+    workflow_id: str, launch_id: LaunchId, *, run: ReadableRunDep, caller: CallerDep
 ) -> WorkstreamInfo:
-    listed = await query_workstreams(temporal, workflow_id)
+    listed = await run_records.workstreams(caller, workflow_id)
     for info in listed.workstreams:
         if info.launch_id == launch_id:
             return info
@@ -293,58 +284,8 @@ async def extend_workstream_deadline(
     )
 
 
-def with_wall_clock_elapsed(listed: WorkstreamList, now: datetime) -> WorkstreamList:
-    """Elapsed time and % of deadline of live workstreams as of ``now``.
-
-    The workflow can only tell time as of its last event, which would freeze
-    the figures of a quiet workstream; the gateway has a real clock.
-    """
-    for info in listed.workstreams:
-        if info.state.finished:
-            continue
-        try:
-            started = datetime.fromisoformat(info.started_at)
-        except ValueError:
-            continue
-        if started.tzinfo is None:
-            started = started.replace(tzinfo=UTC)
-        elapsed = max((now - started).total_seconds(), info.elapsed_seconds)
-        info.elapsed_seconds = round(elapsed, 3)
-        info.deadline_used_pct = round(100 * elapsed / info.deadline_seconds, 1)
-    return listed
-
-
 def unknown_workstream(workflow_id: str, launch_id: str) -> NotFound:
     return NotFound(f"workstream '{launch_id}' was not found in run '{workflow_id}'")
-
-
-async def query_workstreams(temporal: Client, workflow_id: str) -> WorkstreamList:
-    """The parent's ``workstreams`` query (empty when Temporal no longer keeps the run).
-
-    Raises:
-        Unavailable: Temporal is down, or no worker answered in time.
-    """
-    handle = temporal.get_workflow_handle(workflow_id)
-    try:
-        listed: WorkstreamList = await handle.query(
-            WORKSTREAMS_QUERY, result_type=WorkstreamList, rpc_timeout=QUERY_TIMEOUT
-        )
-        return with_wall_clock_elapsed(listed, datetime.now(UTC))
-    except WorkflowQueryFailedError as exc:
-        if is_missing_handler(exc):  # a run from before workstreams
-            return WorkstreamList()
-        log.error("workstreams query of %s failed: %s", workflow_id, exc)
-        raise SpindleError(f"the workstreams of run '{workflow_id}' could not be read") from exc
-    except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND:  # known to Redis or the archive only
-            return WorkstreamList()
-        if exc.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
-            raise Unavailable(
-                f"no worker answered for run '{workflow_id}' within "
-                f"{QUERY_TIMEOUT.total_seconds():.0f}s (is a worker running?); retry",
-                retry_after=5,
-            ) from exc
-        raise temporal_error(exc) from exc
 
 
 def _refusal(

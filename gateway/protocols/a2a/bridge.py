@@ -44,7 +44,8 @@ from spindle.gateway.protocols.a2a.spindle_call import CALL_KEY
 from spindle.gateway.protocols.a2a.v03_adapter import SpindleJSONRPC03Adapter
 from spindle.gateway.protocols.jsonrpc.registry import set_a2a_bridge
 from spindle.gateway.services.callers import caller_for
-from spindle.gateway.services.state import app_state, gateway_state
+from spindle.gateway.services.run_streams import serve_under, take_slot
+from spindle.gateway.services.state import app_state
 from spindle.shared.contracts.errors import RateLimited, Unavailable
 from spindle.shared.contracts.identity import Identity
 
@@ -193,9 +194,9 @@ class A2ABridge:
         self, request: Request, payload: dict[str, Any], identity: Identity
     ) -> Response:
         """A streaming method, served under one of the tenant's stream slots."""
-        limits = gateway_state(request).limits
+        caller = caller_for(request, identity)
         try:
-            lease = await limits.open_stream(identity.tenant_id)
+            lease = await take_slot(caller)
         except (RateLimited, Unavailable) as exc:
             error = {
                 "jsonrpc": "2.0",
@@ -220,7 +221,7 @@ class A2ABridge:
         except BaseException:
             await lease.release()
             raise
-        return limits.holding(answer, lease)
+        return serve_under(caller, answer, lease)
 
     async def handle_in_batch(
         self,

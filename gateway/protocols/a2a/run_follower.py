@@ -14,12 +14,8 @@ import contextlib
 from collections.abc import AsyncIterator
 from types import TracebackType
 
-from spindle.gateway.streams.follower import StreamCursor, StreamFollower
-from spindle.gateway.streams.run_messages import RunMessages
-from spindle.shared.bus.hub import SubscriptionHub
-from spindle.shared.bus.message_bus import MessageBus
+from spindle.gateway.streams.follower import StreamFollower
 from spindle.shared.contracts.messages import CompactMessage
-from spindle.shared.store.archive import RunArchive
 
 
 class RunFollower:
@@ -29,26 +25,14 @@ class RunFollower:
     afterwards can be missed); iterate ``messages()`` to read.
 
     Args:
-        from_now: only messages posted after entering (a cursor read right
-            after subscribing); otherwise every message from the first.
+        follower: the run's follower, re-joining a broken live feed
+            (``services.run_streams.run_follower``); its cursor says where it
+            starts (``live_only``: only messages posted after entering).
     """
 
-    def __init__(
-        self,
-        workflow_id: str,
-        *,
-        hub: SubscriptionHub,
-        bus: MessageBus,
-        archive: RunArchive | None,
-        from_now: bool = False,
-    ) -> None:
-        self.workflow_id = workflow_id
-        self._follower = StreamFollower(
-            RunMessages.of(workflow_id, bus=bus, archive=archive),
-            hub=hub,
-            cursor=StreamCursor(live_only=from_now),
-            resubscribe=True,
-        )
+    def __init__(self, follower: StreamFollower) -> None:
+        self.workflow_id = follower.stream_id
+        self._follower = follower
 
     async def __aenter__(self) -> RunFollower:
         await self._follower.open()

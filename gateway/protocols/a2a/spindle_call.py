@@ -20,6 +20,7 @@ from spindle.gateway.protocols.a2a.run_follower import RunFollower
 from spindle.gateway.runs.access import RunAction, RunOwner
 from spindle.gateway.services import run_views
 from spindle.gateway.services.callers import Caller
+from spindle.gateway.services.run_streams import RunFollow, run_follower
 from spindle.gateway.services.run_views import RunLookup
 from spindle.shared.contracts.errors import Forbidden, NotFound, SpindleError
 
@@ -39,14 +40,8 @@ def call_of(context: ServerCallContext) -> Caller:
 
 def follower_of(call: Caller, workflow_id: str, *, from_now: bool = False) -> RunFollower:
     """A follower of the run's messages: from the first, or (``from_now``) from entering on."""
-    state = call.state
-    return RunFollower(
-        workflow_id,
-        hub=state.hub,
-        bus=state.bus,
-        archive=state.archive_if_enabled(),
-        from_now=from_now,
-    )
+    follow = RunFollow(workflow_id=workflow_id, live_only=from_now)
+    return RunFollower(run_follower(call, follow))
 
 
 async def authorize(call: Caller, task_id: str, action: RunAction) -> RunOwner:

@@ -26,6 +26,7 @@ from spindle.gateway.http.stream_drain import StreamDrain
 from spindle.gateway.protocols.agui.event_mapper import parse_event_id
 from spindle.gateway.protocols.agui.models import AguiRunInput
 from spindle.gateway.protocols.agui.run_stream import AguiEventStream, open_agui_run
+from spindle.gateway.services.run_streams import serve_under, take_slot
 from spindle.gateway.streams.sse import SSE_HEADERS
 from spindle.shared.contracts.errors import InvalidRequest
 
@@ -111,8 +112,7 @@ async def run_agent(
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
 ) -> Response:
     after = _cursor(last_event_id)
-    limits = call.limits
-    lease = await limits.open_stream(call.tenant_id)
+    lease = await take_slot(call)
     try:
         record = await open_agui_run(call, graph, body, reconnecting=after is not None)
         stream = AguiEventStream(call, body, record, after)
@@ -138,4 +138,4 @@ async def run_agent(
     response = StreamingResponse(
         frames(), media_type="text/event-stream", headers=dict(SSE_HEADERS)
     )
-    return limits.holding(response, lease)
+    return serve_under(call, response, lease)

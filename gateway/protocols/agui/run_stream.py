@@ -10,7 +10,7 @@
 - otherwise: a new Spindle run of the graph (through ``services.run_starts``), and
   the thread now stands for it.
 
-``AguiEventStream`` then follows the run's messages (``StreamFollower``, the
+``AguiEventStream`` then follows the run's messages (``services.run_streams``: the
 gap-free follow every stream uses), maps them with ``SegmentMapper`` and writes
 AG-UI SSE frames until the segment ends.
 """
@@ -37,14 +37,12 @@ from spindle.gateway.runs.access import RunAction
 from spindle.gateway.services.callers import Caller
 from spindle.gateway.services.run_input import RunSignal, signal_run
 from spindle.gateway.services.run_starts import admit_start
+from spindle.gateway.services.run_streams import RunFollow, check_closed, run_follower
 from spindle.gateway.services.run_views import RunLookup, authorize, await_close, describe_run
-from spindle.gateway.streams.follower import StreamCursor, StreamFollower
 from spindle.gateway.streams.history import stored_messages
-from spindle.gateway.streams.run_messages import RunMessages
 from spindle.shared.contracts.errors import Conflict, NotFound, ValidationFailed
 from spindle.shared.contracts.messages import AgentMessageType, CompactMessage
 from spindle.shared.contracts.runs import RunStatus, UserInput
-from spindle.shared.temporal.closed_runs import reconcile_closed_run
 
 log = logging.getLogger(__name__)
 
@@ -215,21 +213,14 @@ class AguiEventStream:
         self._call = call
         self._record = record
         self._after = after
-        state = call.state
-        self._archive = state.archive_if_enabled()
         self._mapper = SegmentMapper(
             thread_id=body.thread_id,
             run_id=body.run_id,
             workflow_id=record.workflow_id,
             start_seq=record.start_seq,
         )
-        self._follower = StreamFollower(
-            RunMessages.of(record.workflow_id, bus=state.bus, archive=self._archive),
-            hub=state.hub,
-            cursor=StreamCursor(after_seq=record.start_seq),
-            idle_seconds=state.settings.sse_keepalive_seconds,
-            resubscribe=True,
-        )
+        follow = RunFollow(workflow_id=record.workflow_id, after_seq=record.start_seq)
+        self._follower = run_follower(call, follow, keepalive=True)
 
     async def open(self) -> None:
         """Subscribe, then read the backlog: nothing posted from here on is missed."""
@@ -272,15 +263,8 @@ class AguiEventStream:
 
     async def _closed_check(self) -> None:
         """A run Temporal closed without Spindle gets its closing message (ends the stream)."""
-        state = self._call.state
         try:
-            await reconcile_closed_run(
-                self._record.workflow_id,
-                temporal=state.temporal,
-                bus=state.bus,
-                archive=self._archive,
-                on_closed=state.on_run_closed,
-            )
+            await check_closed(self._call, self._record.workflow_id)
         except Exception as exc:  # the stream goes on; the next check retries
             log.info("agui %s: closed-run check failed: %r", self._record.workflow_id, exc)
 

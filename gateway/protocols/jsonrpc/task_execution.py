@@ -54,6 +54,7 @@ from spindle.gateway.runs.task_runs import settle_run_tasks
 from spindle.gateway.runs.temporal import new_workflow_id
 from spindle.gateway.services.run_control import request_cancel
 from spindle.gateway.services.run_starts import admit_start
+from spindle.gateway.services.run_streams import serve_under, take_slot
 from spindle.shared.contracts.errors import Conflict, NotFound
 from spindle.shared.contracts.tasks import TERMINAL_STATUSES, Task, is_uuid
 from spindle.shared.graphs.task_tree import (
@@ -154,13 +155,12 @@ async def execute(params: dict[str, Any], ctx: RpcContext) -> Any:
     push = await checked_push_config(ctx.envelope, params, outbound_policy(ctx.state.settings))
     options = run_options(params)
     root_id, tasks = await _tasks_to_run(store, params, ctx)
-    tenant = ctx.identity.tenant_id
     root = next(t for t in tasks if t.id == root_id)
     require_control(ctx, root)
     _check_runnable(tasks)
     graph = build_task_graph(tasks, await ctx.state.catalog.get(), root_task_id=root_id)
     # Both limits are taken before the tree is claimed: a refusal leaves it untouched.
-    lease = await ctx.state.limits.open_stream(tenant) if streaming else None
+    lease = await take_slot(ctx.caller) if streaming else None
     try:
         return await _execute(
             ctx, store, tasks, root_id, graph=graph, push=push, lease=lease, options=options
@@ -225,7 +225,7 @@ async def _execute(
             media_type="text/event-stream",
             headers=SSE_HEADERS,
         )
-        return StreamingResult(ctx.state.limits.holding(frames, lease))
+        return StreamingResult(serve_under(ctx.caller, frames, lease))
     return body
 
 

@@ -29,6 +29,7 @@ from spindle.gateway.http.problems import UnsupportedMediaType, spindle_problem
 from spindle.gateway.protocols.mcp.openapi import document_mcp
 from spindle.gateway.protocols.mcp.tools import SCOPE_KEY, build_server
 from spindle.gateway.services.callers import caller_for
+from spindle.gateway.services.run_streams import hold_slot
 from spindle.gateway.services.state import GatewayState, gateway_state
 from spindle.shared.contracts.errors import Forbidden, SpindleError, Unavailable
 from spindle.shared.contracts.identity import Identity
@@ -37,7 +38,7 @@ PATH = "/mcp"
 
 
 class _Sessions(Response):
-    """The session manager's answer as a response ``TenantLimits.holding`` can hold."""
+    """The session manager's answer as a response a stream slot can hold (``hold_slot``)."""
 
     def __init__(self, sessions: StreamableHTTPSessionManager) -> None:
         # Not Response.__init__: the SDK renders everything itself.
@@ -66,13 +67,13 @@ class McpEndpoint:
             # principal of scope["user"]: another caller naming it gets "Session
             # not found", exactly as for an unknown session.
             scope["user"] = principal(identity)
-            scope[SCOPE_KEY] = caller_for(request, identity)
+            caller = caller_for(request, identity)
+            scope[SCOPE_KEY] = caller
             if state.mcp_sessions is None:  # only outside the app's lifespan
                 raise Unavailable("MCP sessions are not running")
             answer: Response = _Sessions(state.mcp_sessions)
             if request.method == "GET":
-                lease = await state.limits.open_stream(identity.tenant_id)
-                answer = state.limits.holding(answer, lease)
+                answer = await hold_slot(caller, answer)
         except SpindleError as exc:
             await spindle_problem(exc, instance=PATH)(scope, receive, send)
             return

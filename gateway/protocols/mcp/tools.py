@@ -16,7 +16,7 @@ request scope (docs/protocols/mcp.md).
   can carry one, otherwise (2026-07-28 protocol) an ``InputRequiredResult`` whose
   ``request_state`` names the run; the answer is delivered with ``signal_run``
   and the run is followed on;
-- following a run holds one of the tenant's stream slots (``open_stream``).
+- following a run holds one of the tenant's stream slots (``run_streams.take_slot``).
 
 An unknown graph (another tenant's included: 404-not-403 here too) or arguments
 that break the input schema are MCP errors (``-32602``), so no run starts.
@@ -41,6 +41,7 @@ from spindle.gateway.runs.access import RunAction
 from spindle.gateway.services.callers import Caller
 from spindle.gateway.services.run_input import RunSignal, signal_run
 from spindle.gateway.services.run_starts import graph_is_registered, start_run
+from spindle.gateway.services.run_streams import RunFollow, run_follower, take_slot
 from spindle.gateway.services.run_views import RunLookup, authorize, await_close, describe_run
 from spindle.shared.contracts.errors import (
     Conflict,
@@ -170,14 +171,8 @@ async def _deliver(caller: Caller, workflow_id: str, response: types.ElicitResul
 
 
 def _follower(caller: Caller, workflow_id: str, *, from_now: bool) -> RunFollower:
-    state = caller.state
-    return RunFollower(
-        workflow_id,
-        hub=state.hub,
-        bus=state.bus,
-        archive=state.archive_if_enabled(),
-        from_now=from_now,
-    )
+    follow = RunFollow(workflow_id=workflow_id, live_only=from_now)
+    return RunFollower(run_follower(caller, follow))
 
 
 async def _follow(
@@ -195,9 +190,8 @@ async def _follow(
         answer: delivered once the follower listens, so no message the run posts
             after it (its end included) can be missed.
     """
-    limits = caller.state.limits
     try:
-        lease = await limits.open_stream(caller.identity.tenant_id)
+        lease = await take_slot(caller)
     except SpindleError as exc:
         raise MCPError(code=types.INTERNAL_ERROR, message=exc.detail) from exc
     try:
