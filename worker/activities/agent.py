@@ -34,13 +34,12 @@ from spindle.shared.platform.settings import Settings
 from spindle.shared.store.conversations import ConversationStore, conversation_key
 from spindle.worker.activities.heartbeat import heartbeating
 from spindle.worker.activities.recorder import (
-    RunRecorder,
     build_report,
     elapsed_ms_since,
     input_envelope,
     output_envelope,
 )
-from spindle.worker.activities.task_sync import TaskSync
+from spindle.worker.activities.run_activities import RunActivities
 from spindle.worker.contracts import (
     LLM_TURN,
     TOOL_CALL,
@@ -48,7 +47,6 @@ from spindle.worker.contracts import (
     LlmTurnInput,
     LlmTurnResult,
     NodeExecution,
-    RunRef,
     ToolCall,
     ToolCallInput,
     ToolCallResult,
@@ -139,7 +137,7 @@ def _json(value: Any) -> str:
     return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
-class AgentActivities:
+class AgentActivities(RunActivities):
     """LLM turns and tool calls, with the bus, archive, LLM provider and settings injected.
 
     Args:
@@ -159,15 +157,9 @@ class AgentActivities:
         settings: Settings,
         mcp: McpToolCache | None = None,
     ) -> None:
-        self.settings = settings
+        super().__init__(bus, archive, settings=settings)
         self.mcp = mcp if mcp is not None else McpToolCache(settings)
-        self.bus = bus
-        self.archive = archive
         self.llm = llm
-        self.recorder = RunRecorder(
-            archive, port_data_max_bytes=settings.archive_port_data_max_bytes
-        )
-        self.tasks = TaskSync(bus, archive)
         self.conversations = ConversationStore(bus.redis, settings.history_ttl_days * 86_400)
         self.streaming = settings.llm_streaming
         self.chunk_interval = settings.stream_chunk_interval_ms / 1000
@@ -195,11 +187,6 @@ class AgentActivities:
         await sink.open()
         batcher = ChunkBatcher(interval=self.chunk_interval, max_chars=self.chunk_max_chars)
         return await relay_tokens(stream_events(self.llm, request), batcher, sink)
-
-    def _poster(self, run: RunRef) -> MessagePoster:
-        return MessagePoster(
-            self.bus, run, archive=self.archive, max_message_bytes=self.settings.max_message_bytes
-        )
 
     @activity.defn(name=LLM_TURN)
     async def llm_turn(self, turn: LlmTurnInput) -> LlmTurnResult:

@@ -32,14 +32,13 @@ from spindle.shared.store.prompts import (
     prompt_id,
 )
 from spindle.worker.activities.recorder import (
-    RunRecorder,
     build_report,
     elapsed_ms_since,
     input_envelope,
     output_envelope,
 )
+from spindle.worker.activities.run_activities import RunActivities
 from spindle.worker.activities.run_webhooks import notify_webhook
-from spindle.worker.activities.task_sync import TaskSync
 from spindle.worker.contracts import (
     ACCEPT_INPUT,
     EXPIRE_INPUT,
@@ -49,9 +48,7 @@ from spindle.worker.contracts import (
     InputExpiry,
     InputRequest,
     NodeOutcome,
-    RunRef,
 )
-from spindle.worker.posting.poster import MessagePoster
 
 if TYPE_CHECKING:
     from spindle.shared.bus.message_bus import MessageBus
@@ -74,7 +71,7 @@ async def kept_if_possible(write: Awaitable[object], what: str) -> None:
         logger.warning("prompt record not written (%s), MongoDB unavailable: %s", what, exc)
 
 
-class HitlActivities:
+class HitlActivities(RunActivities):
     """Human-in-the-loop activities, with the bus, archive and settings injected.
 
     Args:
@@ -88,19 +85,8 @@ class HitlActivities:
         *,
         settings: Settings,
     ) -> None:
-        self.bus = bus
-        self.archive = archive
-        self.settings = settings
-        self.recorder = RunRecorder(
-            archive, port_data_max_bytes=self.settings.archive_port_data_max_bytes
-        )
-        self.tasks = TaskSync(bus, archive)
+        super().__init__(bus, archive, settings=settings)
         self.prompts = PromptStore(archive.database) if archive is not None else None
-
-    def _poster(self, run: RunRef) -> MessagePoster:
-        return MessagePoster(
-            self.bus, run, archive=self.archive, max_message_bytes=self.settings.max_message_bytes
-        )
 
     @activity.defn(name=REQUEST_INPUT)
     async def request_input(self, request: InputRequest) -> Empty:

@@ -9,54 +9,30 @@ from temporalio import activity
 from spindle.shared.contracts.messages import AgentMessageType
 from spindle.shared.contracts.runs import RunStatus
 from spindle.shared.platform import metrics
-from spindle.shared.platform.settings import Settings
 from spindle.shared.store.prompts import PromptStore
 from spindle.shared.tasks.webhooks import bounded_output
 from spindle.worker.activities.hitl import kept_if_possible
-from spindle.worker.activities.recorder import RunRecorder, summarize
+from spindle.worker.activities.recorder import summarize
+from spindle.worker.activities.run_activities import RunActivities
 from spindle.worker.activities.run_webhooks import notify_webhook
-from spindle.worker.activities.task_sync import TaskSync
 from spindle.worker.contracts import (
     FINISH_RUN,
     POST_MESSAGE,
     Empty,
     RunFinish,
     RunNotice,
-    RunRef,
 )
-from spindle.worker.posting.poster import MessagePoster
 
 if TYPE_CHECKING:
-    from spindle.shared.bus.message_bus import MessageBus
-    from spindle.shared.store.archive import RunArchive
+    pass
 
 
-class LifecycleActivities:
+class LifecycleActivities(RunActivities):
     """Run start/finish bookkeeping, with the bus, archive and settings injected.
 
     Args:
         settings: the worker's settings.
     """
-
-    def __init__(
-        self,
-        bus: MessageBus,
-        archive: RunArchive | None = None,
-        *,
-        settings: Settings,
-    ) -> None:
-        self.bus = bus
-        self.archive = archive
-        self.settings = settings
-        self.recorder = RunRecorder(
-            archive, port_data_max_bytes=self.settings.archive_port_data_max_bytes
-        )
-        self.tasks = TaskSync(bus, archive)
-
-    def _poster(self, run: RunRef) -> MessagePoster:
-        return MessagePoster(
-            self.bus, run, archive=self.archive, max_message_bytes=self.settings.max_message_bytes
-        )
 
     @activity.defn(name=FINISH_RUN)
     async def finish_run(self, finish: RunFinish) -> Empty:

@@ -35,8 +35,8 @@ from spindle.shared.store.file_store import FileStore
 from spindle.shared.store.item_pages import INPUT, RESULTS, STATE, ItemStore, items_key
 from spindle.worker.activities.heartbeat import heartbeating
 from spindle.worker.activities.nodes import as_node_result
-from spindle.worker.activities.recorder import RunRecorder, build_report, output_envelope
-from spindle.worker.activities.task_sync import TaskSync
+from spindle.worker.activities.recorder import build_report, output_envelope
+from spindle.worker.activities.run_activities import RunActivities
 from spindle.worker.contracts import (
     COLLECT_ITEMS,
     PLAN_ITEMS,
@@ -102,7 +102,7 @@ class _MutedPoster(MessagePoster):
         return PostResult(seq=0, ts=0, duplicate=True, closed=False, raw=b"")
 
 
-class ItemActivities:
+class ItemActivities(RunActivities):
     """The map activities, with their I/O dependencies injected.
 
     Args:
@@ -119,13 +119,7 @@ class ItemActivities:
         *,
         settings: Settings,
     ) -> None:
-        self.bus = bus
-        self.archive = archive
-        self.settings = settings
-        self.recorder = RunRecorder(
-            archive, port_data_max_bytes=self.settings.archive_port_data_max_bytes
-        )
-        self.tasks = TaskSync(bus, archive)
+        super().__init__(bus, archive, settings=settings)
         self._database: AsyncDatabase[dict[str, Any]] | None = (
             archive.database if archive is not None else None
         )
@@ -153,11 +147,6 @@ class ItemActivities:
             await items.ensure_indexes()
             self._items, self._files = items, FileStore(self._database)
         return self._items, self._files
-
-    def _poster(self, run: RunRef) -> MessagePoster:
-        return MessagePoster(
-            self.bus, run, archive=self.archive, max_message_bytes=self.settings.max_message_bytes
-        )
 
     @activity.defn(name=PLAN_ITEMS)
     async def plan_items(self, execution: NodeExecution) -> ItemPlan:

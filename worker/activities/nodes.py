@@ -21,17 +21,15 @@ from spindle.shared.contracts.runs import NodeStatus
 from spindle.shared.graphs.node_types import TOOL
 from spindle.shared.platform import metrics
 from spindle.shared.platform.logging_setup import bind_activity_log_context
-from spindle.shared.platform.settings import Settings
 from spindle.worker.activities.heartbeat import heartbeating
 from spindle.worker.activities.recorder import (
     NodeStartRecord,
-    RunRecorder,
     build_report,
     input_envelope,
     output_envelope,
 )
-from spindle.worker.activities.task_sync import TaskSync
-from spindle.worker.contracts import EXECUTE_NODE, NodeExecution, NodeOutcome, RunRef
+from spindle.worker.activities.run_activities import RunActivities
+from spindle.worker.contracts import EXECUTE_NODE, NodeExecution, NodeOutcome
 from spindle.worker.contracts.envelope import NodeMessage
 from spindle.worker.contracts.param_resolution import resolve_params, validate_params
 from spindle.worker.posting.poster import MessagePoster
@@ -44,8 +42,7 @@ from spindle.worker.registry import (
 )
 
 if TYPE_CHECKING:
-    from spindle.shared.bus.message_bus import MessageBus
-    from spindle.shared.store.archive import RunArchive
+    pass
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +88,7 @@ async def confirm_current(poster: MessagePoster, closing: ClosingPost | None) ->
         await poster.post(closing.type, closing.text, details=closing.details)
 
 
-class NodeActivities:
+class NodeActivities(RunActivities):
     """The generic node activity, with its I/O dependencies and settings injected.
 
     Args:
@@ -99,26 +96,6 @@ class NodeActivities:
         archive: where its report is archived (None: nowhere).
         settings: the worker's settings.
     """
-
-    def __init__(
-        self,
-        bus: MessageBus,
-        archive: RunArchive | None = None,
-        *,
-        settings: Settings,
-    ) -> None:
-        self.bus = bus
-        self.archive = archive
-        self.settings = settings
-        self.recorder = RunRecorder(
-            archive, port_data_max_bytes=self.settings.archive_port_data_max_bytes
-        )
-        self.tasks = TaskSync(bus, archive)
-
-    def _poster(self, run: RunRef) -> MessagePoster:
-        return MessagePoster(
-            self.bus, run, archive=self.archive, max_message_bytes=self.settings.max_message_bytes
-        )
 
     @activity.defn(name=EXECUTE_NODE)
     async def execute_node(self, execution: NodeExecution) -> NodeOutcome:

@@ -15,33 +15,21 @@ from typing import TYPE_CHECKING
 from temporalio import activity
 
 from spindle.shared.contracts.runs import RunStatus
-from spindle.shared.platform.settings import Settings
 from spindle.shared.store.run_document import RunRecord
+from spindle.worker.activities.run_activities import RunActivities
 from spindle.worker.contracts import RECORD_RUN_START, Empty, RunStart
 
 if TYPE_CHECKING:
-    from spindle.shared.bus.message_bus import MessageBus
-    from spindle.shared.store.archive import RunArchive
+    pass
 
 
-class RunStartActivities:
+class RunStartActivities(RunActivities):
     """Start bookkeeping of runs no gateway started, with the bus, archive and settings
     injected.
 
     Args:
         settings: the worker's settings (the Temporal UI link of the run document).
     """
-
-    def __init__(
-        self,
-        bus: MessageBus,
-        archive: RunArchive | None = None,
-        *,
-        settings: Settings,
-    ) -> None:
-        self.bus = bus
-        self.archive = archive
-        self.settings = settings
 
     @activity.defn(name=RECORD_RUN_START)
     async def record_run_start(self, start: RunStart) -> Empty:

@@ -21,8 +21,8 @@ from spindle.shared.contracts.workstreams import WorkstreamState
 from spindle.shared.platform.settings import Settings
 from spindle.shared.store.file_store import FileStore
 from spindle.worker.activities.recorder import summarize
+from spindle.worker.activities.run_activities import RunActivities
 from spindle.worker.contracts import FINISH_WORKSTREAM, WorkstreamFinish, WorkstreamFinished
-from spindle.worker.posting.poster import MessagePoster
 
 if TYPE_CHECKING:
     from spindle.shared.bus.message_bus import MessageBus
@@ -35,7 +35,7 @@ RESULT_CONTENT_TYPE = "text/markdown; charset=utf-8"
 SUMMARY_CHARS = 500
 
 
-class WorkstreamActivities:
+class WorkstreamActivities(RunActivities):
     """A child workstream's own activities, with the bus and stores injected.
 
     Args:
@@ -53,10 +53,8 @@ class WorkstreamActivities:
         *,
         settings: Settings,
     ) -> None:
-        self.bus = bus
-        self.archive = archive
+        super().__init__(bus, archive, settings=settings)
         self.files = files
-        self.settings = settings
 
     @activity.defn(name=FINISH_WORKSTREAM)
     async def finish_workstream(self, finish: WorkstreamFinish) -> WorkstreamFinished:
@@ -66,9 +64,7 @@ class WorkstreamActivities:
         the same dedup keys.
         """
         run = finish.run
-        poster = MessagePoster(
-            self.bus, run, archive=self.archive, max_message_bytes=self.settings.max_message_bytes
-        )
+        poster = self._poster(run)
         await poster.announce_retry(f"finishing workstream {run.workstream_id}")
         artifacts: list[str] = []
         if finish.answer and self.files is not None:
