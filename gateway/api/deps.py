@@ -18,13 +18,12 @@ from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from temporalio.client import Client
 
-from spindle.gateway.limits.tenant_limits import TenantLimits
-from spindle.gateway.runs.access import RunAction, RunOwner, authorize_run
+from spindle.gateway.runs.access import RunAction, RunOwner
 from spindle.gateway.runs.catalog_cache import CatalogCache
 from spindle.gateway.runs.lookup import not_found
 from spindle.gateway.services.callers import Caller, caller_for, public_base_url
+from spindle.gateway.services.run_views import authorize
 from spindle.gateway.services.state import GatewayState, gateway_state
-from spindle.shared.bus.hub import SubscriptionHub
 from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.errors import Forbidden, RateLimited, Unauthorized
 from spindle.shared.contracts.identity import Identity
@@ -52,10 +51,6 @@ def get_bus(state: StateDep) -> MessageBus:
     return state.bus
 
 
-def get_hub(state: StateDep) -> SubscriptionHub:
-    return state.hub
-
-
 def get_archive(state: StateDep) -> RunArchive:
     return state.archive
 
@@ -66,10 +61,6 @@ def get_catalog_cache(state: StateDep) -> CatalogCache:
 
 def get_file_store(state: StateDep) -> FileStore:
     return state.files
-
-
-def get_limits(state: StateDep) -> TenantLimits:
-    return state.limits
 
 
 # Declared for the OpenAPI document (securitySchemes, the /docs "Authorize"
@@ -197,16 +188,7 @@ async def controllable_run(
 async def _authorize(
     request: Request, workflow_id: str, identity: Identity, action: RunAction
 ) -> RunOwner:
-    state = gateway_state(request)
-    return await authorize_run(
-        workflow_id,
-        identity,
-        action,
-        bus=state.bus,
-        archive=state.archive,
-        temporal=state.temporal,
-        settings=state.settings,
-    )
+    return await authorize(caller_for(request, identity), workflow_id, action)
 
 
 def base_url(request: Request) -> str:
@@ -222,11 +204,9 @@ def get_caller(request: Request, identity: Annotated[Identity, Depends(get_ident
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 TemporalDep = Annotated[Client, Depends(get_temporal)]
 BusDep = Annotated[MessageBus, Depends(get_bus)]
-HubDep = Annotated[SubscriptionHub, Depends(get_hub)]
 ArchiveDep = Annotated[RunArchive, Depends(get_archive)]
 CatalogDep = Annotated[CatalogCache, Depends(get_catalog_cache)]
 FileStoreDep = Annotated[FileStore, Depends(get_file_store)]
-LimitsDep = Annotated[TenantLimits, Depends(get_limits)]
 IdentityDep = Annotated[Identity, Depends(get_identity)]
 OptionalIdentityDep = Annotated[Identity | None, Depends(optional_identity)]
 TenantDep = Annotated[str, Depends(get_tenant)]

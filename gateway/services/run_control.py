@@ -74,7 +74,7 @@ async def request_cancel(caller: Caller, workflow_id: str, *, closed_ok: bool = 
     if closed_ok:
         # Already closed: what is left to settle is the caller's own.
         with contextlib.suppress(RPCError):
-            await handle.cancel()
+            await handle.cancel(rpc_timeout=RPC_TIMEOUT)
         return
     try:
         await handle.cancel(rpc_timeout=RPC_TIMEOUT)

@@ -89,13 +89,15 @@ async def connect_temporal(
     """
     attempts = 1 if lazy else settings.temporal_connect_attempts
     delay = FIRST_RETRY_DELAY
+    # Read once: the PEM files and the converter's codec do not change between tries.
+    converter, tls = data_converter(settings), tls_config(settings)
     for attempt in range(1, attempts + 1):
         try:
             return await Client.connect(
                 settings.temporal_address,
                 namespace=settings.temporal_namespace,
-                data_converter=data_converter(settings),
-                tls=tls_config(settings),
+                data_converter=converter,
+                tls=tls,
                 api_key=settings.temporal_api_key,
                 interceptors=interceptors,
                 plugins=plugins,

@@ -16,7 +16,7 @@ from spindle.worker.workflows.continue_as_new import CarriedParts, Handover
 from spindle.worker.workflows.human_input import HumanInput
 from spindle.worker.workflows.run_deadline import RunDeadline
 from spindle.worker.workflows.run_notices import RunNotices
-from spindle.worker.workflows.run_record import RunRecord
+from spindle.worker.workflows.run_progress import RunProgress
 from spindle.worker.workflows.scheduler import Activation, GraphScheduler
 from spindle.worker.workflows.workstreams.parent_supervisor import WorkstreamSupervisor
 from tests.workflow.run_parts import RUN, no_notice, run_input
@@ -28,7 +28,7 @@ def _parts(given: GraphRunInput) -> CarriedParts:
     budget = BudgetMeter(given.budget, None, no_notice)
     deadline = RunDeadline(given)
     return CarriedParts(
-        record=RunRecord(given),
+        record=RunProgress(given),
         scheduler=GraphScheduler(given.graph),
         prompts=HumanInput(given.user_id),
         notices=RunNotices(RUN),

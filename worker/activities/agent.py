@@ -161,10 +161,6 @@ class AgentActivities(RunActivities):
         self.mcp = mcp if mcp is not None else McpToolCache(settings)
         self.llm = llm
         self.conversations = ConversationStore(bus.redis, settings.history_ttl_days * 86_400)
-        self.streaming = settings.llm_streaming
-        self.chunk_interval = settings.stream_chunk_interval_ms / 1000
-        self.chunk_max_chars = settings.stream_chunk_max_chars
-        self.prices = settings.model_prices
 
     async def _conversation(self, turn: LlmTurnInput) -> list[ChatMessage]:
         """The whole conversation so far: stored earlier messages, then the new ones."""
@@ -181,11 +177,15 @@ class AgentActivities(RunActivities):
 
     async def _ask(self, request: LlmRequest, poster: MessagePoster) -> LlmResponse:
         """The model's reply; its tokens are streamed to the run as they come."""
-        if not self.streaming:
+        settings = self.settings
+        if not settings.llm_streaming:
             return await self.llm.complete(request)
         sink = ChunkPoster(poster)
         await sink.open()
-        batcher = ChunkBatcher(interval=self.chunk_interval, max_chars=self.chunk_max_chars)
+        batcher = ChunkBatcher(
+            interval=settings.stream_chunk_interval_ms / 1000,
+            max_chars=settings.stream_chunk_max_chars,
+        )
         return await relay_tokens(stream_events(self.llm, request), batcher, sink)
 
     @activity.defn(name=LLM_TURN)
@@ -260,7 +260,8 @@ class AgentActivities(RunActivities):
         if response.usage is None:
             return None
         model = response.model or agent_params(execution).model or ""
-        price = self.prices.get(model) or self.prices.get("*")
+        prices = self.settings.model_prices
+        price = prices.get(model) or prices.get("*")
         prompt, completion = response.usage.prompt_tokens, response.usage.completion_tokens
         cost = round(price.cost(prompt, completion), 9) if price is not None else 0.0
         run = execution.run

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from temporalio import activity
 
@@ -22,9 +22,6 @@ from spindle.worker.contracts import (
     RunFinish,
     RunNotice,
 )
-
-if TYPE_CHECKING:
-    pass
 
 
 class LifecycleActivities(RunActivities):

@@ -11,7 +11,7 @@ import logging
 import time
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from temporalio import activity
 
@@ -40,9 +40,6 @@ from spindle.worker.registry import (
     NodeType,
     get_node_type,
 )
-
-if TYPE_CHECKING:
-    pass
 
 logger = logging.getLogger(__name__)
 

@@ -8,6 +8,8 @@ way for every class.
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunArchive
@@ -36,10 +38,19 @@ class RunActivities:
         self.bus = bus
         self.archive = archive
         self.settings = settings
-        self.recorder = RunRecorder(
-            archive, port_data_max_bytes=settings.archive_port_data_max_bytes
+
+    # Built on first use: not every activity class records node reports or tasks.
+    @cached_property
+    def recorder(self) -> RunRecorder:
+        """Node reports and envelopes of this worker's runs, within the port-data size."""
+        return RunRecorder(
+            self.archive, port_data_max_bytes=self.settings.archive_port_data_max_bytes
         )
-        self.tasks = TaskSync(bus, archive)
+
+    @cached_property
+    def tasks(self) -> TaskSync:
+        """The seed 003 task records that follow this worker's runs."""
+        return TaskSync(self.bus, self.archive)
 
     def _poster(self, run: RunRef) -> MessagePoster:
         """A poster for ``run``'s stream, within the settings' message size."""

@@ -10,7 +10,6 @@ recorded, and a retry rewrites the same metadata.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 from temporalio import activity
 
@@ -18,9 +17,6 @@ from spindle.shared.contracts.runs import RunStatus
 from spindle.shared.store.run_document import RunRecord
 from spindle.worker.activities.run_activities import RunActivities
 from spindle.worker.contracts import RECORD_RUN_START, Empty, RunStart
-
-if TYPE_CHECKING:
-    pass
 
 
 class RunStartActivities(RunActivities):

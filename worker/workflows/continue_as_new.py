@@ -28,7 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from spindle.worker.workflows.human_input import HumanInput
     from spindle.worker.workflows.run_deadline import RunDeadline
     from spindle.worker.workflows.run_notices import RunNotices
-    from spindle.worker.workflows.run_record import RunRecord
+    from spindle.worker.workflows.run_progress import RunProgress
     from spindle.worker.workflows.scheduler import Activation, GraphScheduler
     from spindle.worker.workflows.workstreams.parent_supervisor import WorkstreamSupervisor
 
@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
 class CarriedParts:
     """The parts of a run that cross the boundary, each its own collaborator."""
 
-    record: RunRecord
+    record: RunProgress
     scheduler: GraphScheduler
     prompts: HumanInput
     notices: RunNotices

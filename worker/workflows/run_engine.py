@@ -21,7 +21,7 @@ Each concern is a collaborator the engine holds:
 - ``BudgetMeter`` (``budget_meter``): spend, caps, the ``raise_budget`` update;
 - ``WorkstreamSupervisor`` (``workstreams.parent_supervisor``): child runs; the
   run ends after its children;
-- ``RunRecord`` (``run_record``): state, output and node reports;
+- ``RunProgress`` (``run_progress``): state, output and node reports;
 - ``RunNotices`` (``run_notices``): the run's WARNINGs.
 
 Activities post every message and write every archive record; the workflow
@@ -73,7 +73,7 @@ from spindle.worker.workflows.map_batches import run_map
 from spindle.worker.workflows.node_activity import execute_node
 from spindle.worker.workflows.run_deadline import RunDeadline
 from spindle.worker.workflows.run_notices import RunNotices, is_run_cancel
-from spindle.worker.workflows.run_record import RunRecord
+from spindle.worker.workflows.run_progress import RunProgress
 from spindle.worker.workflows.scheduler import (
     Activation,
     Advance,
@@ -116,7 +116,7 @@ class RunEngine:
             tenant_id=run_input.tenant_id,
             graph_name=run_input.graph.name,
         )
-        self._record = RunRecord(run_input)
+        self._record = RunProgress(run_input)
         self._scheduler = GraphScheduler(run_input.graph)
         self._status = RunStatus.RUNNING
         self._reads: dict[str, frozenset[str] | None] = {}

@@ -105,7 +105,7 @@ async def get_run_bundle(
 ) -> Response:
     detail = await describe_run(caller, RunLookup(workflow_id=workflow_id))
     messages = await stored_messages(
-        workflow_id, bus=bus, archive=archive if settings.archive_enabled else None
+        workflow_id, bus=bus, archive=caller.state.archive_if_enabled()
     )
     reports = await _node_reports(archive, workflow_id) if settings.archive_enabled else []
     traced = await _trace(archive, workflow_id) if settings.archive_enabled else ([], {})

@@ -1,4 +1,4 @@
-"""``RunRecord``: the state, the output and the bounded node reports of a run."""
+"""``RunProgress``: the state, the output and the bounded node reports of a run."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from spindle.shared.contracts.runs import (
     NodeStatus,
 )
 from spindle.worker.contracts import policies
-from spindle.worker.workflows.run_record import RunRecord
+from spindle.worker.workflows.run_progress import RunProgress
 from tests.workflow.run_parts import outcome, run_input, two_node_graph
 
 pytestmark = pytest.mark.unit
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.unit
 
 def test_a_node_output_goes_into_the_state_and_becomes_the_run_output() -> None:
     spec = two_node_graph()
-    record = RunRecord(run_input())
+    record = RunProgress(run_input())
     record.succeeded(spec.node("fetch"), 1, outcome("fetch", {"n": 3}, {"tools_used_count": 1}))
     assert record.state["input"] == {"q": 1}
     assert record.state["fetch"] == {"n": 3}
@@ -30,7 +30,7 @@ def test_a_node_output_goes_into_the_state_and_becomes_the_run_output() -> None:
 
 def test_an_output_node_sets_the_run_output_for_good() -> None:
     spec = two_node_graph()
-    record = RunRecord(run_input())
+    record = RunProgress(run_input())
     record.succeeded(spec.node("done"), 1, outcome("done", "final"))
     record.succeeded(spec.node("fetch"), 2, outcome("fetch", "later"))
     assert record.output == "final"
@@ -39,7 +39,7 @@ def test_an_output_node_sets_the_run_output_for_good() -> None:
 
 def test_reports_are_bounded_and_counts_cover_the_whole_run() -> None:
     spec = two_node_graph()
-    record = RunRecord(run_input())
+    record = RunProgress(run_input())
     runs = policies.REPORTS_KEPT + 5
     for visit in range(1, runs + 1):
         record.succeeded(spec.node("fetch"), visit, outcome("fetch", visit))

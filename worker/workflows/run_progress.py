@@ -24,7 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from spindle.worker.registry import spec_of
 
 
-class RunRecord:
+class RunProgress:
     """The run's state, output and reports (see the module docstring).
 
     Args:
