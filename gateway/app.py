@@ -33,11 +33,14 @@ from spindle.gateway.api.routes import (
     runs,
     signals,
     stream,
+    tools,
     ui,
     workstreams,
 )
+from spindle.gateway.api.routes import keys as key_routes
 from spindle.gateway.api.routes import metrics as metrics_routes
 from spindle.gateway.api.routes import schedules as schedule_routes
+from spindle.gateway.api.routes.api_docs import install_api_docs
 from spindle.gateway.auth.authenticator import Authenticator
 from spindle.gateway.auth.throttle import AuthFailureThrottle
 from spindle.gateway.http.access_log import install_access_log_redaction
@@ -123,6 +126,7 @@ async def _open_state(
         authenticator=Authenticator(settings, keys=keys, throttle=throttle),
         # Over the archive's database: one Mongo pool, closed with the archive.
         tasks=TaskStore(archive.database),
+        keys=keys,
     )
     return state, keys
 
@@ -249,6 +253,9 @@ def create_app(
         summary="Durable AI agent graph runs on Temporal, streamed live over SSE",
         version="0.1.0",
         lifespan=gateway_lifespan(settings, stream_drain, tracer_provider),
+        # /docs and /redoc from the gateway's own files (routes/api_docs.py), not a CDN.
+        docs_url=None,
+        redoc_url=None,
     )
     if tracer_provider is not None:
         from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
@@ -270,12 +277,15 @@ def create_app(
     install_mcp(app)  # MCP (streamable HTTP) at /mcp
     app.include_router(runs.router)
     app.include_router(graphs.router)
+    app.include_router(tools.router)  # GET /tools (docs/graphs/tools.md)
     app.include_router(conversations.router)  # GET /conversations/{id}/runs
     app.include_router(schedule_routes.router)  # /schedules (docs/schedules.md)
     app.include_router(inbox.router)  # GET /inbox: open prompts the caller may answer
+    app.include_router(key_routes.router)  # /keys: the tenant's API keys (key_admin_roles)
     app.include_router(jsonrpc_routes.router)  # POST / and POST /tasks (seed 003)
     app.include_router(agui_routes.router)  # POST /agui/{graph} (AG-UI 1.0)
     app.include_router(ui.router)  # GET /ui/: the conversation web page (not in OpenAPI)
+    install_api_docs(app)  # GET /docs, /redoc: offline Swagger UI and ReDoc
     # GET /runs/{id}/graph and /runs/{id}/nodes/{node}: before runs.by_run_router.
     app.include_router(run_view.router)
     per_run: list[APIRouter] = [

@@ -19,6 +19,7 @@ from spindle.shared.contracts.conversations import (
     ConversationRuns,
     IfBusy,
 )
+from spindle.shared.contracts.run_end import EndedBy
 from spindle.shared.contracts.runs import NodeReport, PendingInput
 from spindle.shared.platform.webhook_signature import secret_key
 from spindle.shared.store.archive import RunRecord
@@ -177,11 +178,24 @@ class HistoryBudget(BaseModel):
     its latest execution.
     """
 
-    events: int = Field(description="history length (events), from Temporal's describe")
-    bytes: int = Field(description="history size (bytes), from Temporal's describe")
+    events: int | None = Field(
+        description="history length (events), from Temporal's describe; None once Temporal "
+        "no longer has the run"
+    )
+    bytes: int | None = Field(
+        description="history size (bytes), from Temporal's describe; None once Temporal "
+        "no longer has the run"
+    )
     events_limit: int = Field(description="Temporal's default hard limit on events")
     bytes_limit: int = Field(description="Temporal's default hard limit on bytes")
-    used: float = Field(description="the larger of events/events_limit and bytes/bytes_limit")
+    used: float | None = Field(
+        description="the larger of events/events_limit and bytes/bytes_limit"
+    )
+    generations: int | None = Field(
+        None,
+        description="runs of the continue-as-new chain so far (1: it never continued as new); "
+        "kept after the end; None when nothing recorded it (runs from before it was recorded)",
+    )
 
 
 class RunDetail(BaseModel):
@@ -196,9 +210,18 @@ class RunDetail(BaseModel):
     current_nodes: list[str] = Field(default_factory=list)
     pending_input: PendingInput | None = None
     node_reports: list[NodeReport] = Field(default_factory=list)
+    node_counts: dict[str, int] | None = Field(
+        None,
+        description="node executions by status (SUCCESS, FAILED, SKIPPED, REUSED) over the "
+        "whole run, live and after the end; node_reports holds the latest only",
+    )
     input: Any = None
     context: dict[str, Any] | None = None
-    output: Any = None
+    output: Any = Field(
+        None,
+        description="the run's output once it has ended; null while it runs, waits at a "
+        "prompt or is paused (a node's output so far is in node_reports and the bundle)",
+    )
     error: str | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
@@ -207,6 +230,12 @@ class RunDetail(BaseModel):
         None, description="the run's caps, spend (workstreams included) and the cap reached"
     )
     deadline_at: str | None = Field(None, description="when the run's deadline falls (ISO 8601)")
+    ended_by: EndedBy | None = Field(
+        None,
+        description="who or what ended a run that did not complete (a user, the run that "
+        "interrupted or rolled it back, a Temporal operator, its deadline, its budget); "
+        "error holds the reason in a sentence",
+    )
     history: HistoryBudget | None = Field(
         None, description="how much of Temporal's history limits the run's execution uses"
     )

@@ -28,6 +28,7 @@ from temporalio import activity
 from spindle.shared.contracts.errors import ExecutorNotFound
 from spindle.shared.contracts.graph_spec import NodeSpec
 from spindle.shared.contracts.messages import AgentMessageType
+from spindle.shared.graphs.expressions import DEFAULT_NODE_STEPS, EvaluationBudget
 from spindle.shared.graphs.node_types import (
     BUILTIN_NODE_TYPES,
     NodeTypeSpec,
@@ -89,6 +90,10 @@ class NodeContext:
         run: which run this is.
         poster: posts messages to the run's stream, idempotently.
         visit: how many times this node has run in this run, this one included.
+        expressions: the node execution's expression budget: pass it to every
+            ``evaluate``/``render_template`` the node makes, so that all of them
+            together stay within the ``expression_node_steps`` setting
+            (docs/graphs/index.md#expression-limits).
     """
 
     node: NodeSpec
@@ -98,6 +103,9 @@ class NodeContext:
     poster: MessagePoster
     visit: int = 1
     extras: dict[str, Any] = field(default_factory=dict)
+    expressions: EvaluationBudget = field(
+        default_factory=lambda: EvaluationBudget(limit=DEFAULT_NODE_STEPS)
+    )
 
     @property
     def previous(self) -> Any:

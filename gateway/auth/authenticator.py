@@ -13,7 +13,8 @@ Verified API keys are cached for ``Settings.api_key_cache_seconds`` per
 process so a request does not cost a Mongo round trip; a revoked key stops
 working within that time, and so does every stream token it minted. Invalid
 keys are cached too (least recently used evicted first, ``KEY_CACHE_MAX``), and
-failed authentications are throttled per client address (``auth.throttle``).
+failed authentications are throttled per client address (``auth.throttle``):
+past the limit every request of the address is refused, a cached valid key's too.
 """
 
 from __future__ import annotations
@@ -92,12 +93,14 @@ class Authenticator:
                 "credentials required: send 'Authorization: Bearer <API key or JWT>' or "
                 "'X-API-Key: <API key>'"
             )
+        client = request.client.host if request.client is not None else "unknown"
+        if self._throttle is not None:
+            # Before the cache too: past the limit, every request of the address
+            # gets 429 until the window ends, a valid key's included (as documented).
+            await self._throttle.check(client)
         cached = self._cached(key_hash(token)) if looks_like_api_key(token) else None
         if cached is not None and cached[1] is not None:
             return cached[1]
-        client = request.client.host if request.client is not None else "unknown"
-        if self._throttle is not None:
-            await self._throttle.check(client)
         try:
             return await self._verify(token)
         except Unauthorized:

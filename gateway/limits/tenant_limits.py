@@ -39,11 +39,11 @@ from spindle.gateway.limits.rate_limits import RateLimiter
 from spindle.gateway.limits.stream_slots import StreamSlots
 from spindle.shared.contracts.errors import RateLimited, Unavailable
 from spindle.shared.platform.redis_connect import RedisClient
+from spindle.shared.platform.run_start_permits import RUN_START, RunStartPermits
 from spindle.shared.platform.settings import Settings
 
 log = logging.getLogger(__name__)
 
-RUN_START = "run_start"
 SIGNAL = "signal"
 MIN_LEASE_TTL_SECONDS = 30.0
 # Keep-alive intervals a lease outlives without a refresh (two may be missed).
@@ -150,17 +150,51 @@ class TenantLimits:
         self._redis = redis
         self._settings = settings
         self._rates = RateLimiter(redis)
+        self._scheduled = RunStartPermits(redis)
         self.lease_ttl_seconds = (
             default_lease_ttl(settings) if lease_ttl_seconds is None else lease_ttl_seconds
         )
         self._slots = StreamSlots(redis, lease_ttl_seconds=self.lease_ttl_seconds)
         self._failing_open = False
 
-    async def check_run_start(self, tenant_id: str) -> None:
-        """Count one run start. Raises RateLimited (429, Retry-After) when over the rate."""
+    async def check_run_start(self, tenant_id: str, count: int = 1) -> None:
+        """Count ``count`` run starts, all or none.
+
+        Raises:
+            RateLimited: 429 with Retry-After when the rate does not allow them all.
+        """
         await self._check(
-            tenant_id, RUN_START, self._settings.rate_limit_run_starts, "rate_limit_run_starts"
+            tenant_id,
+            RUN_START,
+            self._settings.rate_limit_run_starts,
+            "rate_limit_run_starts",
+            count=count,
         )
+
+    async def refund_run_start(self, tenant_id: str, count: int = 1) -> None:
+        """Give back run starts counted for starts that were refused (never raises)."""
+        try:
+            await self._rates.refund(
+                tenant_id, RUN_START, per_minute=self._settings.rate_limit_run_starts, count=count
+            )
+        except (RedisError, OSError) as exc:
+            log.warning("run-start permit of tenant %r not given back: %s", tenant_id, exc)
+
+    async def prepay_scheduled(self, tenant_id: str, schedule_id: str, count: int) -> None:
+        """Leave ``count`` permits taken by ``check_run_start`` for the schedule's next
+        runs, which would otherwise take one each on the worker (never raises: a lost
+        prepayment counts those runs twice, for one window)."""
+        try:
+            await self._scheduled.prepay(tenant_id, schedule_id, count)
+        except (RedisError, OSError) as exc:
+            log.warning("run-start permits of schedule %r not prepaid: %s", schedule_id, exc)
+
+    async def withdraw_scheduled(self, tenant_id: str, schedule_id: str, count: int) -> None:
+        """Take back prepaid permits of runs Temporal did not start (never raises)."""
+        try:
+            await self._scheduled.withdraw(tenant_id, schedule_id, count)
+        except (RedisError, OSError) as exc:
+            log.warning("prepaid permits of schedule %r not taken back: %s", schedule_id, exc)
 
     async def check_signal(self, tenant_id: str) -> None:
         """Count one signal. Raises RateLimited (429, Retry-After) when over the rate."""
@@ -205,9 +239,11 @@ class TenantLimits:
         """``response`` served under ``lease`` (taken earlier with ``open_stream``)."""
         return SlotHoldingResponse(response, lease, self.lease_ttl_seconds / LEASE_TTL_KEEPALIVES)
 
-    async def _check(self, tenant_id: str, action: str, per_minute: int, setting: str) -> None:
+    async def _check(
+        self, tenant_id: str, action: str, per_minute: int, setting: str, *, count: int = 1
+    ) -> None:
         try:
-            decision = await self._rates.hit(tenant_id, action, per_minute=per_minute)
+            decision = await self._rates.hit(tenant_id, action, per_minute=per_minute, count=count)
         except (RedisError, OSError) as exc:
             if not self._failing_open:
                 log.warning("rate limits not enforced while Redis is unreachable: %s", exc)
@@ -217,9 +253,10 @@ class TenantLimits:
             log.warning("rate limits enforced again: Redis is back")
             self._failing_open = False
         if not decision.allowed:
+            asked = f" ({count} asked at once)" if count > 1 else ""
             raise RateLimited(
                 f"tenant {tenant_id!r} is over its limit of {per_minute} "
-                f"{action.replace('_', ' ')}s per minute ({setting})",
+                f"{action.replace('_', ' ')}s per minute ({setting}){asked}",
                 retry_after=decision.retry_after_seconds,
             )
 

@@ -15,12 +15,13 @@ from temporalio.client import Client
 from spindle.gateway.runs.children import cancel_children, open_children
 from spindle.gateway.runs.task_runs import settle_terminated_run
 from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.contracts.run_end import EndedBy
 from spindle.shared.contracts.runs import RunStatus
 from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunArchive, RunRecord
 from spindle.shared.tasks.store import TaskStore
 from spindle.shared.tasks.webhooks import Webhooks
-from spindle.shared.temporal.closed_runs import ClosedRunSweep, OnClosed
+from spindle.shared.temporal.closed_runs import ClosedRunSweep, OnClosed, closed_run_data
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,9 @@ def settle_tasks_hook(temporal: Client, bus: MessageBus, tasks: TaskStore) -> On
     from the Temporal UI or CLI, a timeout: children are ABANDON), and its webhook
     (``shared.tasks.webhooks``) gets the event."""
 
-    async def settle(record: RunRecord | None, status: RunStatus, reason: str) -> None:
+    async def settle(
+        record: RunRecord | None, status: RunStatus, reason: str, ended_by: EndedBy
+    ) -> None:
         if record is not None and status in (RunStatus.TERMINATED, RunStatus.TIMED_OUT):
             children = await open_children(temporal, record.workflow_id)
             await cancel_children(temporal, children)
@@ -45,12 +48,7 @@ def settle_tasks_hook(temporal: Client, bus: MessageBus, tasks: TaskStore) -> On
             log.error("run %s closed but its tasks were not updated: %s", record.workflow_id, exc)
         # No finish_run ran, so the run's webhook hears of its end from here (once:
         # this hook runs only for the caller that stored the closing message).
-        data = {
-            "run_id": record.run_id,
-            "graph": record.graph_name,
-            "status": status.value,
-            "error": reason,
-        }
+        data = closed_run_data(record, status, reason, ended_by)
         try:
             await Webhooks(bus.redis).notify(
                 record.workflow_id, status.value, data, occurrence="closed-outside"
@@ -69,7 +67,8 @@ def closed_run_sweep(
     archive: RunArchive,
     on_closed: OnClosed,
 ) -> ClosedRunSweep | None:
-    """The sweep of this gateway process; None when switched off or without an archive."""
+    """The sweep of this gateway process (run documents, then runs with open prompts);
+    None when switched off or without an archive."""
     if settings.closed_run_sweep_seconds <= 0 or not settings.archive_enabled:
         return None
     return ClosedRunSweep(

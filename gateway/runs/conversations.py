@@ -26,12 +26,15 @@ from spindle.gateway.http.temporal_errors import temporal_error
 from spindle.gateway.runs.temporal import RPC_TIMEOUT
 from spindle.gateway.runs.updates import UPDATE_TIMEOUT
 from spindle.shared.contracts.conversations import (
+    CANCEL_QUEUED_RUN_UPDATE,
     CONVERSATION_RUNS_QUERY,
     CONVERSATION_WORKFLOW,
     SUBMIT_RUN_UPDATE,
+    CancelQueuedRun,
     ConversationInput,
     ConversationRuns,
     IfBusy,
+    QueuedRunCanceled,
     SubmitAck,
     SubmitRun,
     conversation_workflow_id,
@@ -56,11 +59,18 @@ async def submit_to_conversation(
     conversation_id: str,
     if_busy: IfBusy,
     settings: Settings,
+    run_control: bool = False,
 ) -> SubmitAck:
     """Hand a validated, admitted run to its conversation's workflow.
 
+    Args:
+        run_control: the submitter holds a run-control role (may interrupt or roll
+            back another user's run).
+
     Raises:
         ConversationBusy: ``if_busy`` is ``reject`` and a run is going (409).
+        Forbidden: ``interrupt`` or ``rollback`` would end another user's run and
+            the submitter may not control it (403; nothing starts).
         Unavailable: Temporal or a worker did not answer in time (503).
     """
     conversation = ConversationInput(
@@ -77,7 +87,9 @@ async def submit_to_conversation(
         memo={"tenant": run_input.tenant_id, "conversation": conversation_id},
         static_summary=f"conversation {conversation_id}",
     )
-    submit = SubmitRun(workflow_id=workflow_id, run_input=run_input, if_busy=if_busy)
+    submit = SubmitRun(
+        workflow_id=workflow_id, run_input=run_input, if_busy=if_busy, run_control=run_control
+    )
     try:
         ack: SubmitAck = await temporal.execute_update_with_start_workflow(
             SUBMIT_RUN_UPDATE,
@@ -133,3 +145,41 @@ async def conversation_runs(
             f"conversation '{conversation_id}' cannot be read now; retry", retry_after=5
         ) from exc
     return runs
+
+
+async def cancel_queued(
+    temporal: Client, *, tenant_id: str, conversation_id: str, cancel: CancelQueuedRun
+) -> QueuedRunCanceled:
+    """Ask the conversation to drop a queued run (``cancel_queued_run``).
+
+    Returns:
+        The run's state after it: ``canceled`` when it left the queue now; a run
+        that had started says so (cancel it as a run); None: the conversation, or
+        the run in it, is unknown.
+
+    Raises:
+        Unavailable: Temporal or a worker did not answer in time.
+    """
+    handle = temporal.get_workflow_handle(conversation_workflow_id(tenant_id, conversation_id))
+    try:
+        found: QueuedRunCanceled = await handle.execute_update(
+            CANCEL_QUEUED_RUN_UPDATE,
+            cancel,
+            # One id per run: a retried cancel is the same update, applied once.
+            id=f"cancel-queued-{cancel.workflow_id}",
+            result_type=QueuedRunCanceled,
+            rpc_timeout=UPDATE_TIMEOUT,
+        )
+    except WorkflowUpdateFailedError as exc:
+        raise _refusal(exc.cause) from exc
+    except WorkflowUpdateRPCTimeoutOrCancelledError as exc:
+        raise Unavailable(
+            f"conversation '{conversation_id}' did not answer within "
+            f"{UPDATE_TIMEOUT.total_seconds():.0f}s (is a worker running?); retry",
+            retry_after=5,
+        ) from exc
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return QueuedRunCanceled(workflow_id=cancel.workflow_id)
+        raise temporal_error(exc) from exc
+    return found

@@ -25,7 +25,9 @@ from spindle.gateway.runs.temporal import (
     temporal_ui_url,
 )
 from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.contracts.budgets import BudgetState
 from spindle.shared.contracts.errors import Conflict, NotFound, SpindleError
+from spindle.shared.contracts.run_end import EndedBy
 from spindle.shared.contracts.runs import (
     DESCRIBE_QUERY,
     GraphRunResult,
@@ -103,40 +105,28 @@ async def describe_run(
     run_id = _first_run_id(description) or (record.run_id if record else None)
     detail = RunDetail(workflow_id=workflow_id, run_id=run_id, status="running")
     if record is not None:
-        detail.graph_name = record.graph_name
-        detail.tenant_id = record.tenant_id
-        detail.status = str(record.status)
-        detail.current_nodes = list(record.current_nodes or [])
-        detail.pending_input = (
-            PendingInput.model_validate(record.pending_input) if record.pending_input else None
-        )
-        detail.input = record.input
-        detail.context = record.context
-        detail.output = record.output
-        detail.error = record.error
-        detail.created_at = record.created_at
-        detail.updated_at = record.updated_at
+        _apply_record(detail, record)
     if description is not None:
         _apply_temporal(detail, description)
     if live is not None:
-        detail.status = str(live.status)
-        detail.graph_name = detail.graph_name or live.graph_name
-        detail.current_nodes = list(live.current_nodes)
-        detail.pending_input = live.pending_input
-        detail.node_reports = list(live.node_reports)
-        detail.output = live.output if live.output is not None else detail.output
-        detail.error = live.error or detail.error
-        detail.budget = live.budget
-        detail.deadline_at = live.deadline_at
+        _apply_live(detail, live)
     else:
         detail.node_reports = await _archived_reports(archive, workflow_id)
+        if record is not None and record.budget is not None:
+            # The budget as the run ended (finish_run keeps it: docs/graphs/budgets.md).
+            detail.budget = BudgetState.model_validate(record.budget)
+    _apply_facts(detail, live, record)
     if (
         description is not None
         and not is_open(description)
-        and (record is None or record.output is None)
+        and (record is None or record.output is None or record.node_counts is None)
     ):
         # Closed while the archive is down or behind: Temporal kept the result.
         await _fill_from_result(detail, temporal, workflow_id)
+    if detail.status not in TERMINAL_STATUSES:
+        # The workflow keeps the latest output node's output as it goes; until the run
+        # ends that is an earlier node's output, not the run's (docs/api/index.md).
+        detail.output = None
     if detail.status in TERMINAL_STATUSES and detail.status != "completed" and not detail.error:
         # finish_run records no reason for a cancel; until Temporal's reason is
         # reconciled in (once the execution has closed), say at least what happened.
@@ -146,6 +136,37 @@ async def describe_run(
         detail.stream_url = f"{base_url}/runs/{workflow_id}/{run_id}/stream"
         detail.updates_url = f"{base_url}/runs/{workflow_id}/{run_id}/updates"
     return detail
+
+
+def _apply_record(detail: RunDetail, record: RunRecord) -> None:
+    """What the run's document says (the archive's view)."""
+    detail.graph_name = record.graph_name
+    detail.tenant_id = record.tenant_id
+    detail.status = str(record.status)
+    detail.current_nodes = list(record.current_nodes or [])
+    detail.pending_input = (
+        PendingInput.model_validate(record.pending_input) if record.pending_input else None
+    )
+    detail.input = record.input
+    detail.context = record.context
+    detail.output = record.output
+    detail.error = record.error
+    detail.ended_by = EndedBy.model_validate(record.ended_by) if record.ended_by else None
+    detail.created_at = record.created_at
+    detail.updated_at = record.updated_at
+
+
+def _apply_live(detail: RunDetail, live: RunDescription) -> None:
+    """What the open workflow's describe query says (newer than the document)."""
+    detail.status = str(live.status)
+    detail.graph_name = detail.graph_name or live.graph_name
+    detail.current_nodes = list(live.current_nodes)
+    detail.pending_input = live.pending_input
+    detail.node_reports = list(live.node_reports)
+    detail.output = live.output if live.output is not None else detail.output
+    detail.error = live.error or detail.error
+    detail.budget = live.budget
+    detail.deadline_at = live.deadline_at
 
 
 async def _reconciled(  # noqa: PLR0917 (private; every argument is needed)
@@ -225,8 +246,35 @@ async def _fill_from_result(detail: RunDetail, temporal: Client, workflow_id: st
     except Exception as exc:  # an offloaded result needs MongoDB; say what we have
         log.info("result of %s unavailable (%r); describing without it", workflow_id, exc)
         return
-    detail.output = result.output
+    detail.output = detail.output if detail.output is not None else result.output
     detail.node_reports = detail.node_reports or list(result.node_reports)
+    if detail.node_counts is None:
+        detail.node_counts = dict(result.report_counts)
+    if detail.history is not None and detail.history.generations is None:
+        detail.history.generations = result.generation
+    detail.budget = detail.budget or result.budget
+
+
+def _apply_facts(detail: RunDetail, live: RunDescription | None, record: RunRecord | None) -> None:
+    """``node_counts`` and ``history.generations``: the running workflow's, else what
+    ``finish_run`` kept on the run's document (docs/graphs/long-runs.md#after-the-end)."""
+    counts = live.report_counts if live is not None else None
+    generations = live.generation if live is not None else None
+    if record is not None:
+        counts = counts if counts is not None else record.node_counts
+        generations = generations if generations is not None else record.generations
+    detail.node_counts = dict(counts) if counts is not None else None
+    if detail.history is not None:
+        detail.history.generations = generations
+    elif generations is not None:  # Temporal no longer has the run; the archive says
+        detail.history = HistoryBudget(
+            events=None,
+            bytes=None,
+            events_limit=HISTORY_EVENTS_LIMIT,
+            bytes_limit=HISTORY_BYTES_LIMIT,
+            used=None,
+            generations=generations,
+        )
 
 
 def _first_run_id(description: WorkflowExecutionDescription | None) -> str | None:

@@ -48,10 +48,10 @@ from spindle.shared.contracts.conversations import ConversationRunState, IfBusy
 from spindle.shared.contracts.errors import NotFound, OutboundRefused
 from spindle.shared.contracts.graph_spec import GraphSpec
 from spindle.shared.contracts.runs import GRAPH_RUN_WORKFLOW, GraphRunInput, RunStatus
-from spindle.shared.graphs.structure import parse_graph
+from spindle.shared.graphs.structure import name_inline_graph, parse_graph
 from spindle.shared.graphs.validation import validate_graph, validate_run_input
 from spindle.shared.platform import metrics
-from spindle.shared.platform.mcp_servers import check_graph_mcp_servers
+from spindle.shared.platform.mcp_servers import check_graph_mcp_servers, check_run_mcp_servers
 from spindle.shared.platform.outbound import outbound_policy
 from spindle.shared.platform.settings import Settings
 from spindle.shared.platform.telemetry import current_trace_ids, current_traceparent
@@ -78,7 +78,7 @@ async def resolve_graph(body: StartRunRequest, archive: RunArchive, tenant_id: s
         GraphInvalid: the inline spec does not match the graph schema.
     """
     if body.graph_spec is not None:
-        return parse_graph(body.graph_spec)
+        return parse_graph(name_inline_graph(body.graph_spec))
     assert body.graph is not None
     stored = await archive.get_graph(body.graph, tenant_id=tenant_id)
     if stored is None:
@@ -103,11 +103,18 @@ async def build_run_input(
         NotFound, GraphInvalid, ExecutorNotFound, InputInvalid: the graph or input is bad.
     """
     spec = await resolve_graph(body, archive, tenant_id)
-    validate_graph(spec, await catalog.get())
+    validate_graph(spec, await catalog.get(), max_node_visits=settings.max_node_visits)
     check_graph_mcp_servers(
         spec, stdio_commands=settings.mcp_stdio_commands, policy=outbound_policy(settings)
     )
     validate_run_input(spec, body.input)
+    # Servers taken from the input are checked as resolved (the worker checks again).
+    check_run_mcp_servers(
+        spec,
+        {"input": body.input, "context": body.context, "meta": body.meta},
+        stdio_commands=settings.mcp_stdio_commands,
+        policy=outbound_policy(settings),
+    )
     return GraphRunInput(
         graph=spec,
         input=body.input,
@@ -121,6 +128,8 @@ async def build_run_input(
         children_policy=body.children_policy,
         # Also set by start_workflow; a scheduled start does not pass there.
         max_live_workstreams=settings.max_live_workstreams,
+        expression_workflow_task_steps=settings.expression_workflow_task_steps,
+        max_node_visits=settings.max_node_visits,
     )
 
 
@@ -156,8 +165,13 @@ async def start_run(
     catalog: CatalogCache,
     settings: Settings,
     base_url: str,
+    run_control: bool = False,
 ) -> tuple[StartRunResponse, bool]:
     """Validate, start and record one run.
+
+    Args:
+        run_control: the caller holds a run-control role (a conversation's
+            ``interrupt`` / ``rollback`` may end another user's run).
 
     Returns:
         The run's ids and links, and whether a new run was started (False when
@@ -194,6 +208,7 @@ async def start_run(
             settings=settings,
             base_url=base_url,
             spec=run_input.graph,
+            run_control=run_control,
         )
     else:
         response, started = await _start_alone(
@@ -318,6 +333,7 @@ async def _start_in_conversation(
     settings: Settings,
     base_url: str,
     spec: GraphSpec,
+    run_control: bool = False,
 ) -> tuple[StartRunResponse, bool]:
     """A run of a conversation: its ``Conversation`` workflow starts it, now or in turn."""
     if permit.tenant_id != run_input.tenant_id:
@@ -329,6 +345,7 @@ async def _start_in_conversation(
         conversation_id=conversation_id,
         if_busy=if_busy,
         settings=settings,
+        run_control=run_control,
     )
     queued = ack.state == ConversationRunState.QUEUED
     # The stream does not care for the run id: "latest" until the run has one.
@@ -351,6 +368,7 @@ async def _start_in_conversation(
         run_id=ack.run_id or "",
         response=response,
         queued=queued,
+        conversation_id=conversation_id,
     )
     return response, True
 
@@ -367,7 +385,13 @@ async def start_workflow(
     """Start ``GraphRun`` (the one place runs are started; ``permit`` from ``admit_start``)."""
     if permit.tenant_id != run_input.tenant_id:
         raise ValueError("a run start permit is for its own tenant only")
-    run_input = run_input.model_copy(update={"max_live_workstreams": settings.max_live_workstreams})
+    run_input = run_input.model_copy(
+        update={
+            "max_live_workstreams": settings.max_live_workstreams,
+            "expression_workflow_task_steps": settings.expression_workflow_task_steps,
+            "max_node_visits": settings.max_node_visits,
+        }
+    )
     search_attributes = run_search_attributes(run_input)
     if idempotent:
         # Same key → same workflow id: a running run is reused, a closed one is
@@ -415,6 +439,7 @@ async def record_start(
     run_id: str,
     response: StartRunResponse,
     queued: bool = False,
+    conversation_id: str | None = None,
 ) -> None:
     now = datetime.now(UTC)
     # The request's span started the run: answers and steering join its trace.
@@ -454,6 +479,8 @@ async def record_start(
                 "tenant_id": run_input.tenant_id,
                 "user_id": run_input.user_id or "",
                 "graph": spec.name,
+                # A queued run's cancel asks its conversation (services.run_control).
+                **({"conversation_id": conversation_id} if conversation_id else {}),
             },
         )
     except Exception as exc:

@@ -43,11 +43,36 @@ class OverlapPolicy(StrEnum):
     ALLOW_ALL = "allow_all"
 
 
+_GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+_GO_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
+
+
+def _every_seconds(text: str) -> float:
+    """The interval of ``@every <duration>[/<offset>]`` (a Go duration such as ``1h30m``)."""
+    duration = text.removeprefix("@every ").strip().split("/", 1)[0]
+    parts = _GO_DURATION.findall(duration)
+    if not duration or "".join(n + u for n, u in parts) != duration:
+        raise ValueError(f"'@every' needs a duration such as 5m or 1h30m, got {duration!r}")
+    return sum(float(number) * _GO_UNIT_SECONDS[unit] for number, unit in parts)
+
+
 def check_cron(value: str) -> str:
-    """``value`` if it has the shape of a cron expression, else ValueError naming why."""
+    """``value`` if it has the shape of a cron expression, else ValueError naming why.
+
+    Like ``interval_seconds``, a cron may not start runs more often than once a
+    minute: ``@every`` below 60 s and a seconds field (7 fields) other than one
+    number are refused.
+    """
     text = value.strip()
     if text.startswith("@"):
-        if text in _CRON_NAMES or text.startswith("@every "):
+        if text in _CRON_NAMES:
+            return text
+        if text.startswith("@every "):
+            if _every_seconds(text) < MIN_INTERVAL_SECONDS:
+                raise ValueError(
+                    f"'@every' must be at least {MIN_INTERVAL_SECONDS} seconds (a schedule "
+                    "starts at most one run a minute)"
+                )
             return text
         raise ValueError(f"unknown cron name {text!r}; one of {', '.join(sorted(_CRON_NAMES))}")
     fields = text.split()
@@ -58,6 +83,11 @@ def check_cron(value: str) -> str:
     for part in fields:
         if not _CRON_FIELD.match(part):
             raise ValueError(f"cron field {part!r} has characters cron does not use")
+    if len(fields) == 7 and not (fields[0].isdigit() and int(fields[0]) < 60):
+        raise ValueError(
+            f"the seconds field must be one second (0-59), got {fields[0]!r} (a schedule "
+            "starts at most one run a minute)"
+        )
     return text
 
 
@@ -206,10 +236,19 @@ class ScheduleDetail(BaseModel):
     overlap: OverlapPolicy
     paused: bool
     note: str | None = None
-    user_id: str | None = Field(None, description="who created or last updated it")
+    user_id: str | None = Field(
+        None,
+        description=(
+            "the schedule's owner: who created it. Its runs run as this user; only the owner "
+            "or a schedule admin (schedule_admin_roles) may change it"
+        ),
+    )
     created_at: datetime | None = None
     updated_at: datetime | None = None
-    next_runs: list[datetime] = Field(default_factory=list, description="next start times")
+    next_runs: list[datetime] = Field(
+        default_factory=list,
+        description="next start times; empty while the schedule is paused",
+    )
     recent_runs: list[ScheduledRun] = Field(default_factory=list)
     runs_started: int = 0
 

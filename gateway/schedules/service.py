@@ -10,15 +10,26 @@ and memo as a gateway start, so every per-run route finds its tenant.
 
 Temporal schedule ids are ``sch-<tenant digest>-<id>``: a tenant only ever
 addresses its own, so another tenant's schedule is exactly an unknown one.
+
+A schedule's owner is the user who created it (kept in the schedule's memo,
+which a replace does not change); its runs always run as the owner. Only the
+owner or a user with a role in ``schedule_admin_roles`` may replace, pause,
+unpause, delete, trigger or backfill it (``check_manage``). A trigger takes one
+run-start permit; a backfill counts its runs first (Temporal's matching times in
+the span), is refused past ``schedule_backfill_max_runs`` and takes one permit
+per run, all before Temporal is asked, and leaves them prepaid for the runs, which
+otherwise take their permit on the worker as timetable runs do (docs/schedules.md).
 """
 
 from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
+from temporalio.api.workflowservice.v1 import ListScheduleMatchingTimesRequest
 from temporalio.client import (
     Client,
     Schedule,
@@ -53,8 +64,14 @@ from spindle.gateway.schedules.models import (
     ScheduledRun,
 )
 from spindle.gateway.services.callers import Caller
-from spindle.gateway.services.run_starts import admit_start
-from spindle.shared.contracts.errors import Conflict, NotFound, SpindleError, ValidationFailed
+from spindle.gateway.services.run_starts import admit_scheduled_starts, admit_start
+from spindle.shared.contracts.errors import (
+    Conflict,
+    Forbidden,
+    NotFound,
+    SpindleError,
+    ValidationFailed,
+)
 from spindle.shared.contracts.runs import GRAPH_RUN_WORKFLOW, GraphRunInput
 from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunArchive
@@ -198,8 +215,30 @@ class ScheduleService:
                 continue  # deleted since the (eventually consistent) listing
         return found
 
+    def check_manage(self, detail: ScheduleDetail) -> None:
+        """Refuse a caller who is neither the schedule's owner nor a schedule admin.
+
+        Raises:
+            Forbidden: 403 naming the roles that may (``schedule_admin_roles``).
+        """
+        identity = self.caller.identity
+        if identity.method == "disabled" or detail.user_id in (None, identity.user_id):
+            return
+        roles = self.settings.schedule_admin_roles
+        if identity.has_any_role(roles):
+            return
+        raise Forbidden(
+            f"only the schedule's owner or a user with role "
+            f"{' or '.join(roles) or '(none configured)'} may change schedule "
+            f"'{detail.id}' (schedule_admin_roles)"
+        )
+
     async def update(self, schedule_id: str, body: ScheduleBody, user_id: str | None) -> None:
-        """Replace what and when the schedule runs; its paused state is kept."""
+        """Replace what and when the schedule runs; its paused state is kept.
+
+        Args:
+            user_id: who the runs run as: the schedule's owner, whoever replaces it.
+        """
         await self._describe(schedule_id)  # 404 before validating against the graph
 
         async def updater(current: ScheduleUpdateInput) -> ScheduleUpdate:
@@ -232,20 +271,29 @@ class ScheduleService:
                 (docs/schedules.md).
         """
         await admit_start(self.caller)
+        # The run takes no second permit on the worker (shared/platform/run_start_permits.py).
+        await self.caller.limits.prepay_scheduled(self.tenant_id, schedule_id, 1)
         handle = self._handle(schedule_id)
         try:
             await handle.trigger(
                 overlap=_OVERLAP[overlap] if overlap else None, rpc_timeout=RPC_TIMEOUT
             )
         except RPCError as exc:
+            await self.caller.limits.withdraw_scheduled(self.tenant_id, schedule_id, 1)
+            await self.caller.limits.refund_run_start(self.tenant_id)
             raise _schedule_error(exc, schedule_id) from exc
 
-    async def backfill(self, schedule_id: str, body: BackfillRequest) -> None:
+    async def backfill(self, schedule_id: str, body: BackfillRequest) -> int:
         """Start the runs the schedule would have started between ``start`` and ``end``.
 
+        Returns:
+            How many runs the backfill starts (each took a run-start permit).
+
         Raises:
-            ValidationFailed: the span is longer than ``schedule_backfill_max_days``.
-            RateLimited: over the tenant's run-start limit (one start is counted).
+            ValidationFailed: the span is longer than ``schedule_backfill_max_days``,
+                or holds more runs than ``schedule_backfill_max_runs`` (or than
+                ``rate_limit_run_starts``, which could never admit them).
+            RateLimited: the tenant's run-start permits left cannot cover every run.
         """
         limit = timedelta(days=self.settings.schedule_backfill_max_days)
         if body.end - body.start > limit:
@@ -260,7 +308,24 @@ class ScheduleService:
                     }
                 ],
             )
-        await admit_start(self.caller)
+        runs = await self._matching_times(schedule_id, body)
+        cap, setting = self._backfill_cap()
+        if runs > cap:
+            raise ValidationFailed(
+                f"a backfill starts at most {cap} runs ({setting}); this span holds {runs}",
+                errors=[
+                    {
+                        "in": "body",
+                        "field": "end",
+                        "rule": "max_runs",
+                        "message": f"the span holds {runs} start times; at most {cap} ({setting})",
+                    }
+                ],
+            )
+        if runs == 0:
+            return 0
+        await admit_scheduled_starts(self.caller, runs)
+        await self.caller.limits.prepay_scheduled(self.tenant_id, schedule_id, runs)
         handle = self._handle(schedule_id)
         try:
             await handle.backfill(
@@ -270,7 +335,33 @@ class ScheduleService:
                 rpc_timeout=RPC_TIMEOUT,
             )
         except RPCError as exc:
+            await self.caller.limits.withdraw_scheduled(self.tenant_id, schedule_id, runs)
+            await self.caller.limits.refund_run_start(self.tenant_id, runs)
             raise _schedule_error(exc, schedule_id) from exc
+        return runs
+
+    def _backfill_cap(self) -> tuple[int, str]:
+        """The most runs one backfill may start, and the setting that says so."""
+        settings = self.settings
+        if settings.rate_limit_run_starts < settings.schedule_backfill_max_runs:
+            return settings.rate_limit_run_starts, "rate_limit_run_starts"
+        return settings.schedule_backfill_max_runs, "schedule_backfill_max_runs"
+
+    async def _matching_times(self, schedule_id: str, body: BackfillRequest) -> int:
+        """How many runs the schedule's spec starts in the span (Temporal's own count)."""
+        request = ListScheduleMatchingTimesRequest(
+            namespace=self.temporal.namespace,
+            schedule_id=temporal_schedule_id(self.tenant_id, schedule_id),
+        )
+        request.start_time.FromDatetime(body.start)
+        request.end_time.FromDatetime(body.end)
+        try:
+            reply = await self.temporal.workflow_service.list_schedule_matching_times(
+                request, timeout=RPC_TIMEOUT
+            )
+        except RPCError as exc:
+            raise _schedule_error(exc, schedule_id) from exc
+        return len(reply.start_time)
 
     async def delete(self, schedule_id: str) -> None:
         """Delete the schedule; runs it started keep running."""
@@ -324,13 +415,23 @@ class ScheduleService:
             overlap=_OVERLAP_NAME.get(schedule.policy.overlap, OverlapPolicy.SKIP),
             paused=schedule.state.paused,
             note=schedule.state.note or None,
-            user_id=run_input.user_id if run_input else memo.get("user"),
+            user_id=_owner(memo, run_input),
             created_at=info.created_at,
             updated_at=info.last_updated_at,
-            next_runs=list(info.next_action_times),
+            # Temporal keeps computing the times of a paused schedule; none of them
+            # will start a run, so a paused schedule lists none (docs/schedules.md).
+            next_runs=[] if schedule.state.paused else list(info.next_action_times),
             recent_runs=recent,
             runs_started=info.num_actions,
         )
+
+
+def _owner(memo: Mapping[str, Any], run_input: GraphRunInput | None) -> str | None:
+    """Who created the schedule (the memo a replace keeps), else who its runs run as."""
+    user = memo.get("user")
+    if isinstance(user, str) and user:
+        return user
+    return run_input.user_id if run_input else None
 
 
 def _timing(spec: ScheduleSpec | None) -> dict[str, Any]:

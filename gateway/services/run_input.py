@@ -19,6 +19,7 @@ from typing import TypeVar
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
+from temporalio.service import RPCError, RPCStatusCode
 
 from spindle.gateway.http.temporal_errors import is_missing_handler
 from spindle.gateway.runs.access import RunOwner
@@ -39,14 +40,33 @@ from spindle.shared.contracts.errors import (
     NotFound,
     NotWaiting,
     SpindleError,
+    UnknownWorkstream,
     from_application_error,
 )
-from spindle.shared.contracts.runs import USER_INPUT_UPDATE, SignalAck, UserInput
+from spindle.shared.contracts.runs import (
+    COMPLETE_AGENT_UPDATE,
+    FILE_UPLOADED_SIGNAL,
+    USER_INPUT_UPDATE,
+    USER_MESSAGE_UPDATE,
+    CompleteAck,
+    CompleteAgent,
+    FileUploaded,
+    SignalAck,
+    UserInput,
+)
+from spindle.shared.contracts.workstreams import (
+    MESSAGE_WORKSTREAM_UPDATE,
+    MessageWorkstream,
+    WorkstreamMessageAck,
+    WorkstreamMessageRequest,
+)
 from spindle.shared.store.prompts import PromptStore
 
 log = logging.getLogger(__name__)
 
 SUPPORTED_SIGNALS = (USER_INPUT_UPDATE,)
+WORKSTREAM_MESSAGE_MAX_CHARS = 20_000
+"""As ``WorkstreamMessageRequest.message`` allows."""
 
 
 class RunSignal(BaseModel):
@@ -97,21 +117,21 @@ async def _deliver(caller: Caller, signal: RunSignal, owner: RunOwner | None) ->
         if user_input.client_message_id
         else f"input-{uuid.uuid4().hex}"
     )
+    if user_input.workstream_id is not None and user_input.workstream_id != "main":
+        # A message for a workstream: the same path as POST …/workstreams/{id}/messages,
+        # with its right (the run's owner or a run-control role).
+        authorize_answer(None, identity, settings, owner, workflow_id)
+        _check_answer_size(user_input, settings.max_answer_bytes)
+        sent = await message_workstream(
+            caller, workflow_id, user_input.workstream_id, _workstream_message(user_input)
+        )
+        return SignalAck(status="accepted", message=f"message {sent.message_id} sent")
     prompts = PromptStore(state.archive.database)
     prompt = await prompt_for(prompts, workflow_id, user_input.node_id)
     try:
         authorize_answer(prompt, identity, settings, owner, workflow_id)
         _check_answer_size(user_input, settings.max_answer_bytes)
-        ack = await execute_run_update(
-            state.temporal,
-            state.archive,
-            workflow_id=workflow_id,
-            name=USER_INPUT_UPDATE,
-            argument=user_input,
-            result_type=SignalAck,
-            update_id=update_id,
-            refused=lambda cause: _update_failure(workflow_id, cause),
-        )
+        ack = await _send_input(caller, workflow_id, user_input, update_id)
     except SpindleError as refused:
         await keep_refusal(
             prompts,
@@ -128,6 +148,128 @@ async def _deliver(caller: Caller, signal: RunSignal, owner: RunOwner | None) ->
         # a node id the run took its oldest prompt, which the store may not know yet.)
         await mark_answered(prompts, prompt)
     return ack
+
+
+async def _send_input(
+    caller: Caller, workflow_id: str, user_input: UserInput, update_id: str
+) -> SignalAck:
+    """A structured answer goes to the prompt (``UserInput``); a message to whichever of
+    the prompt that waits or the listening agent applies (``user_message``: the run
+    decides). A run started before ``user_message`` existed takes ``UserInput``."""
+    state = caller.state
+    structured = user_input.data is not None
+    name = USER_INPUT_UPDATE if structured else USER_MESSAGE_UPDATE
+    try:
+        return await execute_run_update(
+            state.temporal,
+            state.archive,
+            workflow_id=workflow_id,
+            name=name,
+            argument=user_input,
+            result_type=SignalAck,
+            update_id=update_id,
+            refused=lambda cause: _update_failure(workflow_id, cause),
+        )
+    except _OldRun:
+        return await execute_run_update(
+            state.temporal,
+            state.archive,
+            workflow_id=workflow_id,
+            name=USER_INPUT_UPDATE,
+            argument=user_input,
+            result_type=SignalAck,
+            update_id=update_id,
+            refused=lambda cause: _update_failure(workflow_id, cause),
+        )
+
+
+def _workstream_message(user_input: UserInput) -> WorkstreamMessageRequest:
+    """The message for a workstream: text of 1 to 20,000 characters (as the route's body)."""
+    text = user_input.message or ""
+    if not 1 <= len(text) <= WORKSTREAM_MESSAGE_MAX_CHARS:
+        raise InputInvalid(
+            f"a message for workstream '{user_input.workstream_id}' needs 1 to "
+            f"{WORKSTREAM_MESSAGE_MAX_CHARS} characters of message; it has {len(text)}",
+            errors=[{"field": "message", "rule": "length", "max": WORKSTREAM_MESSAGE_MAX_CHARS}],
+        )
+    return WorkstreamMessageRequest(message=text)
+
+
+class _OldRun(SpindleError):
+    """The run has no ``user_message`` update (started before it existed)."""
+
+
+async def message_workstream(
+    caller: Caller, workflow_id: str, launch_id: str, message: WorkstreamMessageRequest
+) -> WorkstreamMessageAck:
+    """A follow-up message for an interactive workstream (its parent's update): the one
+    path of ``POST …/workstreams/{id}/messages`` and of a ``UserInput`` naming a
+    ``workstream_id``.
+
+    Raises:
+        SpindleError: what the parent refused (unknown 404, finished or not
+            interactive 409), and what ``update_run`` raises.
+    """
+    return await update_run(
+        caller,
+        workflow_id,
+        name=MESSAGE_WORKSTREAM_UPDATE,
+        argument=MessageWorkstream(launch_id=launch_id, message=message),
+        result_type=WorkstreamMessageAck,
+        update_id=f"message-{uuid.uuid4().hex}",
+        refused=lambda cause: _workstream_refusal(workflow_id, launch_id, cause),
+    )
+
+
+def _workstream_refusal(workflow_id: str, launch_id: str, cause: BaseException) -> SpindleError:
+    error = from_application_error(cause)
+    if isinstance(error, UnknownWorkstream):
+        return NotFound(f"workstream '{launch_id}' was not found in run '{workflow_id}'")
+    if error is not None:
+        return error  # unknown (404), finished or not interactive (409), as the parent says
+    if is_missing_handler(cause):
+        return Conflict(f"run '{workflow_id}' does not support workstreams")
+    log.error("message to %s of %s failed: %r", launch_id, workflow_id, cause)
+    return SpindleError(f"the run could not take the message: {cause}")
+
+
+async def complete_agent(caller: Caller, workflow_id: str) -> CompleteAck:
+    """End the run's listening interactive agent (COMPLETE); the graph goes on.
+
+    Raises:
+        NotWaiting: no interactive agent listens (409).
+    """
+    request = CompleteAgent(user_id=caller.identity.user_id)
+    return await update_run(
+        caller,
+        workflow_id,
+        name=COMPLETE_AGENT_UPDATE,
+        argument=request,
+        result_type=CompleteAck,
+        update_id=f"complete-{uuid.uuid4().hex}",
+        refused=lambda cause: _complete_refusal(workflow_id, cause),
+    )
+
+
+def _complete_refusal(workflow_id: str, cause: BaseException) -> SpindleError:
+    error = from_application_error(cause)
+    if isinstance(error, NotWaiting):
+        return error
+    if is_missing_handler(cause):
+        return Conflict(f"run '{workflow_id}' was started before interactive agents existed")
+    log.error("complete of %s failed: %r", workflow_id, cause)
+    return SpindleError(f"the run could not complete its agent: {cause}")
+
+
+async def file_uploaded(caller: Caller, workflow_id: str, upload: FileUploaded) -> None:
+    """Tell a running run of an upload (``FileUploaded``); a closed run is left alone."""
+    handle = caller.state.temporal.get_workflow_handle(workflow_id)
+    try:
+        await handle.signal(FILE_UPLOADED_SIGNAL, upload)
+    except RPCError as exc:
+        if exc.status is not RPCStatusCode.NOT_FOUND:
+            raise
+        log.info("upload to %s: the run is not running (%s)", workflow_id, exc)
 
 
 Result = TypeVar("Result", bound=BaseModel)
@@ -217,5 +359,9 @@ def _update_failure(workflow_id: str, cause: BaseException) -> SpindleError:
     error = from_application_error(cause)
     if isinstance(error, InputInvalid | NotWaiting):
         return error
+    if type(error) is Conflict:  # e.g. the agent's inbox is full
+        return error
+    if is_missing_handler(cause):
+        return _OldRun(f"run '{workflow_id}' has no user_message update")
     log.error("UserInput update of %s failed: %r", workflow_id, cause)
     return SpindleError(f"the run could not take the input: {cause}")

@@ -21,6 +21,7 @@ from spindle.gateway.runs.catalog_cache import CatalogCache
 from spindle.shared.bus.hub import SubscriptionHub
 from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.platform.settings import Settings
+from spindle.shared.store.api_keys import ApiKeyStore
 from spindle.shared.store.archive import RunArchive
 from spindle.shared.store.file_store import FileStore
 from spindle.shared.tasks.store import TaskStore
@@ -50,6 +51,7 @@ class GatewayState:
         limits: the per-tenant rate limits and stream slots.
         authenticator: API keys, JWTs and stream tokens → ``Identity``.
         tasks: the seed 003 task store (over the archive's database).
+        keys: the API key store (``/keys``; the authenticator reads it too).
         on_run_closed: settles a run Temporal closed without Spindle.
         mcp_sessions: the MCP session manager, while the lifespan runs it.
     """
@@ -66,6 +68,7 @@ class GatewayState:
     limits: TenantLimits
     authenticator: Authenticator
     tasks: TaskStore
+    keys: ApiKeyStore | None = None
     on_run_closed: OnClosed | None = None
     mcp_sessions: StreamableHTTPSessionManager | None = None
 

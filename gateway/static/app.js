@@ -2,7 +2,7 @@
 // follow it. The run being shown is kept in the URL (#run=<workflowId>/<runId>),
 // so a reload or a shared link reattaches to it.
 
-import { api, ApiError, apiKey, messageId, runPath, setApiKey } from "./api.js";
+import { api, ApiError, apiKey, messageId, runPath, setApiKey, workflowPath } from "./api.js";
 import { ConversationView } from "./render.js";
 import { buildSchemaForm } from "./schema_form.js";
 import { ConversationStream, MessageType } from "./stream.js";
@@ -151,7 +151,33 @@ function promptForm(msg) {
   return form;
 }
 
+// An interactive agent that waits for the user (IDLE of the main workstream, not
+// waiting for children) may be ended with Done: POST /runs/{id}/complete
+// (docs/conversations.md, Interactive agents). Any later main message hides it.
+function noticeIdle(msg) {
+  if (msg.w && msg.w !== "main") return;
+  if (msg.t === MessageType.STREAMING_CHUNK) return;
+  const waiting = msg.d && Array.isArray(msg.d.waiting_for) ? msg.d.waiting_for : [];
+  $("complete-agent").hidden = !(msg.t === MessageType.IDLE && waiting.length === 0);
+}
+
+$("complete-agent").addEventListener("click", async () => {
+  if (!page.run) return;
+  const button = $("complete-agent");
+  showError($("composer-error"), null);
+  button.disabled = true;
+  try {
+    await api("POST", `${workflowPath(page.run.workflowId)}/complete`);
+    button.hidden = true;
+  } catch (error) {
+    showError($("composer-error"), error);
+  } finally {
+    button.disabled = false;
+  }
+});
+
 function detach() {
+  $("complete-agent").hidden = true;
   page.stream?.close();
   page.stream = null;
   page.run = null;
@@ -180,6 +206,7 @@ function attach(workflowId, runId) {
     onMessage: (msg) => {
       view.add(msg);
       panel.noticed(msg);
+      noticeIdle(msg);
       if (msg.t === MessageType.COMPLETE && !msg.w) panel.refresh();
     },
     onState: setRunState,

@@ -1,10 +1,12 @@
 // The runs page: past and running runs (filter by graph and status), the graph
 // of the run opened (nodes with their live status, durations and map counts)
-// and the node inspector (envelopes before and after, failed items, fork).
+// and the node inspector (envelopes before and after, failed items, fork, and
+// for an agent or workstream node the conversation its model is given).
 // The run and node shown are kept in the URL (#run=<workflowId>&node=<nodeId>).
 // Text from runs is only ever inserted as text, never as HTML.
 
 import { api, apiKey, setApiKey, workflowPath } from "./api.js";
+import { ConversationSection } from "./run_conversation.js";
 
 const $ = (id) => document.getElementById(id);
 const SVG = "http://www.w3.org/2000/svg";
@@ -23,6 +25,7 @@ const page = {
   graphs: new Map(), // workflow id -> graph spec (a run's graph never changes)
   poll: null,
 };
+const conversation = new ConversationSection($("conversation"));
 
 function el(tag, attrs = {}, text) {
   const node = document.createElement(tag);
@@ -212,7 +215,8 @@ function renderGraph() {
   for (const node of graph.nodes) {
     const p = place.get(node.id);
     const state = states.get(node.id);
-    const status = state?.status ?? "pending";
+    // A closed run's node with no report was never reached: not "pending".
+    const status = state?.status ?? (OPEN.has(detail.status) ? "pending" : "not run");
     const group = svg("g", {
       class: `node${page.node === node.id ? " selected" : ""}`,
       "data-node-id": node.id,
@@ -250,10 +254,14 @@ function renderRunHead() {
   badge.dataset.status = detail.status;
   showError($("run-error"), detail.error || null);
   const history = detail.history;
-  $("run-history").textContent = history
+  const generations = history?.generations > 1 ? `, ${history.generations} generations` : "";
+  const counts = Object.entries(detail.node_counts ?? {}).map(([s, n]) => `${n} ${s.toLowerCase()}`);
+  const nodes = counts.length ? ` · nodes: ${counts.join(", ")}` : "";
+  $("run-history").textContent = history?.events != null
     ? `Temporal history: ${history.events.toLocaleString()} events, ` +
-      `${(history.bytes / 1024).toFixed(1)} KiB (${(history.used * 100).toFixed(2)} % of the limit)`
-    : "";
+      `${(history.bytes / 1024).toFixed(1)} KiB (${(history.used * 100).toFixed(2)} % of the limit)` +
+      generations + nodes
+    : `${history?.generations ? `${history.generations} generation(s)` : ""}${nodes}`;
   $("run-conversation").href = detail.run_id ? `/ui/#run=${workflowId}/${detail.run_id}` : "/ui/";
 }
 
@@ -290,6 +298,7 @@ async function openRun(workflowId, node = null) {
   }
   $("run-view").hidden = false;
   $("inspector").hidden = true;
+  conversation.hide();
   try {
     if (!page.graphs.has(workflowId)) {
       const { graph } = await api("GET", `${workflowPath(workflowId)}/graph`);
@@ -333,6 +342,15 @@ function executionView(execution) {
   return box;
 }
 
+// Whose conversation the inspector shows: an agent node's own, or the agent of
+// the workstream a workstream node launched (its launch id, in its output).
+function conversationTarget(spec, nodeId, executions) {
+  if (spec?.type === "agent") return { node: nodeId, workstream: "main" };
+  if (spec?.type !== "workstream") return null;
+  const launch = executions.at(-1)?.output?.payload?.launch_id;
+  return typeof launch === "string" && launch ? { node: null, workstream: launch } : null;
+}
+
 async function inspect(nodeId, { quiet = false } = {}) {
   const run = page.run;
   if (!run?.graph) return;
@@ -353,6 +371,9 @@ async function inspect(nodeId, { quiet = false } = {}) {
     const views = found.executions.map(executionView);
     if (!views.length) views.push(el("p", { class: "muted" }, "Not executed (yet)."));
     $("executions").replaceChildren(...views);
+    const target = conversationTarget(spec, nodeId, found.executions);
+    if (target) await conversation.show(run.workflowId, target, { quiet });
+    else conversation.hide();
   } catch (error) {
     showError($("inspector-error"), error);
   }

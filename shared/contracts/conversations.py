@@ -13,6 +13,11 @@ gateway process asks (docs/conversations.md). What happens when one is:
   then the new one starts;
 - ``rollback``: the running run is terminated and left out of the
   conversation's history, then the new one starts.
+
+Interrupt and rollback end another run: the submitter must be that run's owner or
+hold a run-control role (``SubmitRun.run_control``), as for ``POST …/cancel``;
+else ``Forbidden`` (403) and nothing starts. A queued run is cancelled by
+``cancel_queued_run``: it leaves the queue and never starts.
 """
 
 from __future__ import annotations
@@ -30,6 +35,11 @@ SUBMIT_RUN_UPDATE = "submit_run"
 CONVERSATION_RUNS_QUERY = "conversation_runs"
 CONVERSATION_RUN_STARTED = "conversation_run_started"
 ROLL_BACK_RUN = "roll_back_run"
+CANCEL_QUEUED_RUN_UPDATE = "cancel_queued_run"
+INTERRUPT_RUN = "interrupt_run"
+# Since this patch an interrupt is sent by the ``interrupt_run`` activity (which notes
+# who ends the run, docs/protocols/outbound.md), no longer by the child handle.
+INTERRUPT_ACTIVITY_PATCH = "conversation-interrupt-through-an-activity"
 
 CONVERSATION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 # Runs a conversation lists (the newest); older ones stay in the archive.
@@ -97,6 +107,10 @@ class ConversationRun(BaseModel):
     ended_by: str | None = Field(
         None, description="the run whose interrupt or rollback ended this one"
     )
+    user_id: str | None = Field(None, description="who submitted it (the run's owner)")
+    canceled_by: str | None = Field(
+        None, description="the user who cancelled it while it was queued (it never started)"
+    )
 
 
 class SubmitRun(BaseModel):
@@ -105,6 +119,11 @@ class SubmitRun(BaseModel):
     workflow_id: str
     run_input: GraphRunInput
     if_busy: IfBusy = IfBusy.REJECT
+    run_control: bool = Field(
+        False,
+        description="the submitter holds a run-control role: it may interrupt or roll back "
+        "another user's run (else only its own)",
+    )
 
 
 class SubmitAck(BaseModel):
@@ -127,6 +146,31 @@ class ConversationRuns(BaseModel):
         description="workflow ids of the runs in the conversation's history (rolled-back "
         "runs left out), oldest first"
     )
+
+
+class CancelQueuedRun(BaseModel):
+    """``cancel_queued_run``: take a queued run out of the queue; it never starts."""
+
+    workflow_id: str
+    by: str = Field(description="the user who cancels it")
+    reason: str | None = Field(None, max_length=1000)
+
+
+class QueuedRunCanceled(BaseModel):
+    """What ``cancel_queued_run`` found: the run's state after it (``canceled``: it left
+    the queue now; ``running`` and the rest: it had started, cancel it as a run)."""
+
+    workflow_id: str
+    state: ConversationRunState | None = Field(
+        None, description="None: the conversation does not know the run"
+    )
+
+
+class InterruptRun(BaseModel):
+    """``interrupt_run``: cancel a conversation's running run for a later one."""
+
+    workflow_id: str
+    by: str = Field(description="the workflow id of the run that interrupts it")
 
 
 class RunStartedInConversation(BaseModel):

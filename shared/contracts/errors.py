@@ -46,9 +46,13 @@ Each class's ``ApplicationError`` type is its own name::
     │   └── WorkstreamStartFailed    503   -32000   Temporal refused the child; retry
     ├── RunFailed                    500   -32603   a run ended in failure
     │   ├── NodeFailed               500   -32603   a node failed for good
+    │   │   ├── ExpressionBudgetSpent 500  -32603   its expressions spent their budget
+    │   │   └── AgentOutputInvalid   500   -32603   the answer broke output_schema twice
     │   ├── AgentMaxTurns            500   -32603   no final answer within max_turns
     │   ├── BudgetExhausted          500   -32603   a budget cap reached (on_exhausted: fail)
-    │   └── RunDeadlineExceeded      500   -32603   the run passed its deadline_seconds
+    │   ├── RunDeadlineExceeded      500   -32603   the run passed its deadline_seconds
+    │   ├── NodeVisitsExceeded       500   -32603   a node reached the max_node_visits setting
+    │   └── RunStartLimited          500   -32603   a scheduled run over rate_limit_run_starts
     ├── AttemptSuperseded            500   -32603   a newer attempt of the activity runs
     ├── ToolError                    500   -32603   a tool refused its arguments or failed
     └── LlmRefused                   502   -32603   the LLM provider refused the request
@@ -366,8 +370,19 @@ class NodeFailed(RunFailed):
     """A node failed for good, failing the run."""
 
 
+class ExpressionBudgetSpent(NodeFailed):
+    """The expressions of one node execution, or of one workflow task, passed their
+    step budget together; the error names the node and the setting that sizes it
+    (docs/graphs/index.md#expression-limits)."""
+
+
 class AgentMaxTurns(RunFailed):
     """An agent still asked for tools after ``max_turns`` turns."""
+
+
+class AgentOutputInvalid(NodeFailed):
+    """An agent's final answer broke its ``params.output_schema`` again after one retry
+    with the error; ``errors`` name each violation (docs/graphs/node-types.md)."""
 
 
 class BudgetExhausted(RunFailed):
@@ -376,6 +391,15 @@ class BudgetExhausted(RunFailed):
 
 class RunDeadlineExceeded(RunFailed):
     """The run passed its ``deadline_seconds`` and was stopped."""
+
+
+class NodeVisitsExceeded(RunFailed):
+    """A node would have run more often than the ``max_node_visits`` setting allows."""
+
+
+class RunStartLimited(RunFailed):
+    """A run a schedule started was over its tenant's ``rate_limit_run_starts``: it ran
+    none of its nodes (docs/schedules.md#tenants-and-limits)."""
 
 
 class AttemptSuperseded(SpindleError):

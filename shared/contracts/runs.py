@@ -24,6 +24,13 @@ from spindle.shared.contracts.workstreams import CarriedWorkstream
 
 GRAPH_RUN_WORKFLOW = "GraphRun"
 USER_INPUT_UPDATE = "UserInput"
+USER_MESSAGE_UPDATE = "user_message"
+"""Update: a user message for the listening agent of the main workstream, or the answer to
+the prompt that waits (docs/conversations.md, "Talking to a running agent")."""
+COMPLETE_AGENT_UPDATE = "complete_agent"
+"""Update: end the listening interactive agent (COMPLETE); the graph goes on."""
+FILE_UPLOADED_SIGNAL = "FileUploaded"
+"""Signal: a file was uploaded to the run (seed 002); the listening agent is told."""
 DESCRIBE_QUERY = "describe"
 PURE_NODES_LOCAL_PATCH = "pure-nodes-run-as-local-activities"
 """``workflow.patched`` id: a router or output node that does not say ``local`` runs as a
@@ -40,12 +47,17 @@ CANCEL_IN_ACTIVITY_PATCH = "a-cancel-met-in-an-activity-stops-the-run"
 """``workflow.patched`` id: a cancel that reaches the run while it awaits an activity of
 its own (a WARNING notice, ``record_start``) stops the run by its cancel path; runs
 recorded before it took a canceled notice for a failed post and went on."""
+NODE_VISITS_PATCH = "no-hidden-cap-on-node-visits"
+"""``workflow.patched`` id: a node without ``max_visits`` runs as often as its loops'
+edges allow (bounded only by the run's ``max_node_visits`` setting, which fails the run);
+runs recorded before it stopped such a node at 1,000 visits with a WARNING, and replay so."""
 
 
 class NodeStatus(StrEnum):
     SUCCESS = "SUCCESS"
     FAILED = "FAILED"
-    SKIPPED = "SKIPPED"
+    SKIPPED = "SKIPPED"  # the scheduler decided not to run it (output_summary says why)
+    REUSED = "REUSED"  # a fork took the source run's output instead of running it
 
 
 class RunStatus(StrEnum):
@@ -71,6 +83,12 @@ class NodeReport(BaseModel):
     duration_ms: float = 0.0
     output_summary: str | None = None
     error: str | None = None
+    source_run: str | None = Field(
+        None, description="REUSED: the run (workflow id) whose recorded output was reused"
+    )
+    child_state: str | None = Field(
+        None, description="a workstream node: its child's state when the report was made"
+    )
 
 
 EXPIRY_USER = "system:expiry"
@@ -106,6 +124,9 @@ class PendingInput(BaseModel):
     )
     assignees: list[str] = Field(default_factory=list, description="user ids who may answer")
     roles: list[str] = Field(default_factory=list, description="roles whose users may answer")
+    on_cancel: str = Field(
+        "cancel_run", description="what an abandoned prompt does: cancel_run or keep_waiting"
+    )
 
     @property
     def assigned(self) -> bool:
@@ -188,6 +209,63 @@ class CarriedState(BaseModel):
     prompts_asked: bool = Field(
         True, description="an earlier generation asked a prompt (its records close at the end)"
     )
+    agents: dict[str, CarriedAgent] = Field(
+        default_factory=dict, description="agent node id → its session, waiting (IDLE)"
+    )
+    agent_posts: int = Field(0, description="run-level conversation posts so far (uploads)")
+    decided: list[NodeReport] = Field(
+        default_factory=list,
+        description="the latest report of each node no activity archives (skipped, reused, "
+        "workstream): finish_run archives them",
+    )
+
+
+class FileUploaded(BaseModel):
+    """The ``FileUploaded`` signal: a file stored in the run's files."""
+
+    name: str = Field(min_length=1, max_length=1024, description="its name in the run's files")
+    content_type: str = Field("application/octet-stream", max_length=255)
+    size: int = Field(0, ge=0, description="bytes")
+    path: str = Field(
+        "", max_length=2048, description="where the read_file tool finds it (its name)"
+    )
+    uploaded_by: str | None = None
+
+
+class CompleteAgent(BaseModel):
+    """The ``complete_agent`` update: end the listening interactive agent."""
+
+    node_id: str | None = Field(None, description="the agent node; default: the listening one")
+    user_id: str | None = Field(None, description="set by the gateway: who completes")
+
+
+class CompleteAck(BaseModel):
+    """Reply of ``POST /runs/{workflow_id}/complete``."""
+
+    status: Literal["accepted"] = "accepted"
+    node_id: str
+    message: str
+
+
+class CarriedAgent(BaseModel):
+    """An agent node waiting (IDLE) across a continue-as-new: its conversation by
+    reference (the loop id and how many of its messages are stored), never the list."""
+
+    visit: int
+    started_at: str
+    loop_id: str = Field(description="the conversation's id in the conversation store")
+    stored: int = Field(0, ge=0, description="messages of the conversation already stored")
+    turn: int = Field(0, ge=0, description="LLM turns run so far (activity ids go on from it)")
+    unsent: list[dict[str, Any]] = Field(
+        default_factory=list, description="messages not stored yet (the last answer)"
+    )
+    answer: str = ""
+    inbox: list[UserInput] = Field(default_factory=list, description="messages not yet taken")
+    uploads: list[FileUploaded] = Field(default_factory=list, description="uploads not yet told")
+    seen: list[str] = Field(default_factory=list, description="recent client_message_ids")
+    idle_until: str | None = Field(None, description="ISO time the idle wait ends")
+    idle_posted: bool = False
+    completed: bool = False
 
 
 class GraphRunInput(BaseModel):
@@ -231,6 +309,15 @@ class GraphRunInput(BaseModel):
     budget: RunBudget | None = Field(
         None, description="caps on LLM tokens, tool calls and cost (docs/graphs/budgets.md)"
     )
+    expression_workflow_task_steps: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "evaluation steps the workflow's expressions may take together in one "
+            "workflow task (the gateway sets the expression_workflow_task_steps "
+            "setting; None: spindle.shared.graphs.expressions.DEFAULT_WORKFLOW_TASK_STEPS)"
+        ),
+    )
     deadline_seconds: int | None = Field(
         None,
         ge=RUN_DEADLINE_MIN_SECONDS,
@@ -251,6 +338,12 @@ class GraphRunInput(BaseModel):
             "the schedule that started this run; such a run writes its own run document "
             "and stream metadata, which the gateway writes for the starts it makes"
         ),
+    )
+    max_node_visits: int | None = Field(
+        None,
+        ge=1,
+        description="the most executions of any one node; past it the run fails "
+        "(the gateway sets the max_node_visits setting; None: no cap)",
     )
 
 
@@ -283,7 +376,14 @@ class UserInput(BaseModel):
     data: dict[str, Any] | None = None
     client_message_id: str | None = Field(None, max_length=200)
     metadata: dict[str, Any] | None = None
-    node_id: str | None = Field(None, description="the prompt answered; default: the pending one")
+    node_id: str | None = Field(
+        None, description="the prompt answered (or agent node messaged); default: the pending one"
+    )
+    workstream_id: str | None = Field(
+        None,
+        max_length=200,
+        description="a message for this workstream (an interactive one) instead of the main one",
+    )
     user_id: str | None = Field(None, description="set by the gateway: who answers")
     roles: list[str] = Field(
         default_factory=list, description="set by the gateway: the answerer's roles"
@@ -318,3 +418,9 @@ class RunDescription(BaseModel):
     generation: int = Field(1, description="runs of the continue-as-new chain so far")
     budget: BudgetState | None = Field(None, description="caps, spend, the cap reached")
     deadline_at: str | None = Field(None, description="ISO 8601: when the run's deadline falls")
+
+
+# Defined before the models they name (UserInput, FileUploaded): resolved here.
+CarriedAgent.model_rebuild()
+CarriedState.model_rebuild()
+GraphRunInput.model_rebuild()

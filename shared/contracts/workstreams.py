@@ -56,6 +56,7 @@ from spindle.shared.contracts.errors import (
     WorkstreamNotInteractive,
     WorkstreamStartFailed,
 )
+from spindle.shared.contracts.memory import ContextPolicy
 
 WORKSTREAM_WORKFLOW = "Workstream"
 
@@ -107,14 +108,24 @@ LAUNCH_WORKSTREAM_TOOL = "launch_workstream"
 STEER_WORKSTREAM_TOOL = "steer_workstream"
 MESSAGE_WORKSTREAM_TOOL = "message_workstream"
 TERMINATE_WORKSTREAM_TOOL = "terminate_workstream"
+WAIT_WORKSTREAMS_TOOL = "wait_workstreams"
 WORKSTREAM_TOOLS = frozenset(
     {
         LAUNCH_WORKSTREAM_TOOL,
         STEER_WORKSTREAM_TOOL,
         MESSAGE_WORKSTREAM_TOOL,
         TERMINATE_WORKSTREAM_TOOL,
+        WAIT_WORKSTREAMS_TOOL,
     }
 )
+
+#: How the report of an ended workstream given to its launching agent begins (a
+#: ``system`` message), so a model tells a child's result from its instructions.
+WORKSTREAM_REPORT_PREFIX = "[workstream result]"
+
+#: Longest ``timeout_seconds`` of ``wait_workstreams``: a child's longest deadline
+#: plus its grace period (a non-interactive child has ended by then).
+WAIT_MAX_SECONDS = DEADLINE_MAX_SECONDS + GRACE_SECONDS
 
 
 class WorkstreamState(StrEnum):
@@ -162,6 +173,11 @@ class WorkstreamAgent(BaseModel):
     tools: list[str] = Field(default_factory=list, max_length=50, description="tool names")
     max_turns: int = Field(8, ge=1, le=100, description="LLM turns per task or message")
     model: str | None = Field(None, max_length=200)
+    context: ContextPolicy | None = Field(
+        None,
+        description="what the model is given per turn (max_tokens, strategy), as an agent "
+        "node's params.context; default: the agent_context_* settings",
+    )
 
 
 class LaunchRequest(BaseModel):
@@ -294,7 +310,11 @@ class SteerDirective(BaseModel):
     steer_id: str
     command: SteerCommand
     text: str | None = None
-    origin: Literal["user", "deadline", "agent"] = "user"
+    origin: Literal["user", "deadline", "agent", "budget"] = Field(
+        "user",
+        description="who sent it; ``budget``: the parent's budget holds or releases the "
+        "child (docs/graphs/budgets.md), a hold a user's resume does not lift",
+    )
 
 
 class ChildMessage(BaseModel):
@@ -333,6 +353,7 @@ class WorkstreamCarry(BaseModel):
     applied_steers: list[str] = Field(default_factory=list, description="bounded, newest last")
     instructions: list[str] = Field(default_factory=list, description="standing steers")
     paused: bool = False
+    budget_held: bool = Field(False, description="held by the parent's budget")
     pending_messages: list[ChildMessage] = Field(default_factory=list)
     pending_steers: list[SteerDirective] = Field(default_factory=list)
     last_answer: str | None = None
@@ -382,6 +403,7 @@ class ChildState(BaseModel):
     last_answer: str | None
     generation: int
     waiting_for_message: bool
+    budget_held: bool = Field(False, description="held by the parent's budget")
 
 
 class WorkstreamInfo(BaseModel):
@@ -434,7 +456,46 @@ class CarriedWorkstream(BaseModel):
     ended_at: str | None = None
     outcome: WorkstreamOutcome | None = None
     merged: list[str] = Field(default_factory=list)
+    budget_held: bool = Field(False, description="the parent's budget holds it (a steer sent)")
     settled: bool = False
+    launched_by: str | None = Field(
+        None, description="the agent node whose launch_workstream call launched it"
+    )
+    wait: bool = Field(True, description="its launching agent waits for it after answering")
+    heard: bool = Field(False, description="its end report was given to its launching agent")
+    end_seq: int = Field(0, description="the order in which children ended (1 = first)")
+
+
+class WaitWorkstreams(BaseModel):
+    """Arguments of the ``wait_workstreams`` tool."""
+
+    model_config = {"extra": "forbid"}
+
+    launch_ids: list[str] | None = Field(
+        None,
+        max_length=100,
+        description="the workstreams to wait for (default: every non-interactive one the "
+        "calling agent launched)",
+    )
+    timeout_seconds: int | None = Field(
+        None,
+        ge=1,
+        le=WAIT_MAX_SECONDS,
+        description="stop waiting after this long (default: until they end)",
+    )
+
+
+class WorkstreamsWaited(BaseModel):
+    """The result of the ``wait_workstreams`` tool."""
+
+    reports: list[str] = Field(
+        default_factory=list, description="the ended ones' reports, in the order they ended"
+    )
+    ended: list[str] = Field(default_factory=list, description="their launch ids")
+    running: list[str] = Field(
+        default_factory=list, description="the ones still running when the timeout came"
+    )
+    timed_out: bool = False
 
 
 class WorkstreamList(BaseModel):

@@ -51,9 +51,16 @@ class NodeTypeInfo(BaseModel):
 
 
 class ToolInfo(BaseModel):
+    """A tool as published: its name, what it does and the JSON Schema of its arguments."""
+
     name: str
     description: str = ""
     params_schema: dict[str, Any] = Field(default_factory=dict)
+    source: str = Field(
+        "unknown",
+        description="builtin (ships with Spindle), plugin (entry point spindle.tools), "
+        "mcp (an MCP server of a graph); unknown in a catalog published before it was said",
+    )
 
 
 class Catalog(BaseModel):

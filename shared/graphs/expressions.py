@@ -16,7 +16,11 @@ doubles at each pipe), so:
 - ``evaluate`` counts its work deterministically (syntax nodes visited, never
   time: it runs inside workflows) and the size of every value it builds, and
   stops past ``MAX_EVALUATION_STEPS`` or ``MAX_RESULT_SIZE``;
-- ``render_template`` stops once its text passes ``MAX_RESULT_SIZE``.
+- ``render_template`` stops once its text passes ``MAX_RESULT_SIZE``;
+- an ``EvaluationBudget`` shared by every evaluation of one node execution (each
+  item, template and route) or of one workflow task (edge conditions,
+  workflow-side params) bounds their total: ``ExpressionBudgetSpent`` names the
+  owner and the setting that sizes it.
 
 Each raises ``ExpressionTooCostly``, an ``ExpressionError``: callers fail the one
 node (or run) with the message, never the worker or a workflow task.
@@ -24,6 +28,7 @@ node (or run) with the message, never the worker or a workflow task.
 
 from __future__ import annotations
 
+import time
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +54,18 @@ count per element) plus elements measured in the values it builds."""
 MAX_RESULT_SIZE = 8 * 1024 * 1024
 """Size (about the bytes of its compact JSON) of any value an evaluation builds,
 and of a rendered template."""
+DEFAULT_NODE_STEPS = 1_000_000
+"""Default of the ``expression_node_steps`` setting: the steps every evaluation of
+one node execution may take together (about a second of one idle core)."""
+DEFAULT_WORKFLOW_TASK_STEPS = MAX_EVALUATION_STEPS
+"""Steps the evaluations of one workflow task may take together when the run's
+input names none (``expression_workflow_task_steps``, set by the gateway): what
+one evaluation could take alone, so a task stays well under Temporal's 2 s
+deadlock detector even on a busy core inside the workflow sandbox (where an
+evaluation runs about half as fast). A constant, so a recorded history replays
+the same on every worker."""
+MAX_WORKFLOW_TASK_STEPS = 1_000_000
+"""Highest ``expression_workflow_task_steps`` accepted."""
 
 
 class ExpressionError(ValueError):
@@ -162,37 +179,128 @@ def compile_expression(expression: str) -> ParsedResult:
     return parsed
 
 
-class EvaluationBudget:
-    """The work and size one evaluation (or one template) may still spend.
+class ExpressionBudgetSpent(ExpressionTooCostly):
+    """A shared budget (a node execution's, a workflow task's) ran out.
 
-    ``evaluate`` makes one per call; a caller evaluating once per item (a map or
-    filter over a list) passes one budget to every call, so the whole node is
-    bounded, not each item.
-
-    Args:
-        expression: named in the error when the budget runs out.
+    Attributes:
+        owner: what the budget was for (``"node 'x'"``, ``"the workflow task"``).
+        limit: its size in steps.
+        setting: the setting that sizes it, named in the message.
     """
 
-    def __init__(self, expression: str = "") -> None:
+    def __init__(self, message: str, *, owner: str, limit: int, setting: str) -> None:
+        super().__init__(message)
+        self.owner = owner
+        self.limit = limit
+        self.setting = setting
+
+
+class EvaluationBudget:
+    """The steps a node execution's (or a workflow task's) evaluations may take together.
+
+    ``evaluate`` and ``render_template`` make one per call when given none. A
+    caller passes one budget to every evaluation of one node execution (each
+    item of a filter or map, each template, each route) or of one workflow task
+    (its edge conditions and workflow-side params), so that the whole is bounded,
+    not each evaluation: ``limit`` steps over all of them, and still at most
+    ``MAX_EVALUATION_STEPS`` for any single one (docs/graphs/index.md,
+    "Expression limits"). Each evaluation keeps its own count and size cache, so
+    evaluations in several threads may share a budget (their total is then
+    counted without a lock: about, never far, over ``limit``).
+
+    Args:
+        expression: named in the error when a budget made for it runs out.
+        limit: steps over all the evaluations given this budget; default
+            ``MAX_EVALUATION_STEPS``.
+        owner: what the budget is for, named in the error (``"node 'x'"``).
+        setting: the setting that sizes ``limit``, named in the error.
+        yield_every: in a worker thread (never in a workflow), let other threads
+            have the interpreter every this many steps (``time.sleep(0)``), so the
+            event loop waits about a millisecond for it, not the 5 ms switch
+            interval; 0: never.
+    """
+
+    def __init__(
+        self,
+        expression: str = "",
+        *,
+        limit: int | None = None,
+        owner: str = "",
+        setting: str = "",
+        yield_every: int = 0,
+    ) -> None:
+        self.expression = expression
+        self.limit = MAX_EVALUATION_STEPS if limit is None else limit
+        self.owner = owner
+        self.setting = setting
+        self.steps = 0
+        self.yield_every = yield_every
+        # The next step count at which ``reached`` must look: the limit, or a yield.
+        self.checkpoint = self._next_checkpoint()
+
+    def _next_checkpoint(self) -> int:
+        if self.yield_every > 0:
+            return min(self.steps + self.yield_every, self.limit + 1)
+        return self.limit + 1
+
+    def reached(self, expression: str) -> None:
+        """At ``checkpoint``: fail past ``limit``, else yield the interpreter.
+
+        Raises:
+            ExpressionBudgetSpent: past ``limit``.
+        """
+        if self.steps > self.limit:
+            raise self.spent(expression)
+        time.sleep(0)  # only with yield_every: a worker thread, never a workflow
+        self.checkpoint = self._next_checkpoint()
+
+    @property
+    def remaining(self) -> int:
+        """Steps left over all evaluations."""
+        return max(self.limit - self.steps, 0)
+
+    def spent(self, expression: str) -> ExpressionBudgetSpent:
+        """The error once the budget ran out, at ``expression``."""
+        owner = self.owner or "the evaluation"
+        setting = f" (setting {self.setting})" if self.setting else ""
+        return ExpressionBudgetSpent(
+            f"{owner} spent its expression budget of {self.limit} evaluation steps"
+            f"{setting}, at {expression[:80]!r}",
+            owner=owner,
+            limit=self.limit,
+            setting=self.setting,
+        )
+
+
+class _Evaluation:
+    """One evaluation (or one template) against a budget: its steps and sizes."""
+
+    def __init__(self, budget: EvaluationBudget, expression: str) -> None:
+        self.budget = budget
         self.expression = expression
         self.steps = 0
         # id -> (value, size): a value built from shared parts ([@, @]) is measured
         # as its JSON would be, each distinct part once; the value is kept so its id
-        # is not reused while the budget lives.
+        # is not reused while the evaluation lasts.
         self._sizes: dict[int, tuple[Any, int]] = {}
 
     def step(self) -> None:
         """Count one unit of work.
 
         Raises:
-            ExpressionTooCostly: past ``MAX_EVALUATION_STEPS``.
+            ExpressionTooCostly: past ``MAX_EVALUATION_STEPS`` in this evaluation;
+                ``ExpressionBudgetSpent`` past the budget's ``limit``.
         """
         self.steps += 1
+        budget = self.budget
+        budget.steps += 1
         if self.steps > MAX_EVALUATION_STEPS:
             raise ExpressionTooCostly(
                 f"expression {self.expression[:80]!r} stopped after "
                 f"{MAX_EVALUATION_STEPS} evaluation steps (the limit)"
             )
+        if budget.steps >= budget.checkpoint:
+            budget.reached(self.expression)
 
     def check_size(self, value: Any) -> int:
         """The size of ``value`` as compact JSON, about (each shared part measured once).
@@ -236,22 +344,23 @@ class EvaluationBudget:
 class _BudgetedInterpreter(TreeInterpreter):
     """JMESPath's tree interpreter, counting each visit and measuring what it builds."""
 
-    def __init__(self, budget: EvaluationBudget) -> None:
+    def __init__(self, evaluation: _Evaluation) -> None:
         super().__init__()
-        self._budget = budget
+        self._evaluation = evaluation
 
     def visit(self, node: _TreeNode, *args: Any, **kwargs: Any) -> Any:
-        self._budget.step()
+        self._evaluation.step()
         result = super().visit(node, *args, **kwargs)
         if node["type"] in _BUILDERS:
-            self._budget.check_size(result)
+            self._evaluation.check_size(result)
         return result
 
 
-def _search(expression: str, data: Any, budget: EvaluationBudget) -> Any:
+def _search(expression: str, data: Any, evaluation: _Evaluation) -> Any:
     parsed = compile_expression(expression)
+    evaluation.expression = expression
     try:
-        return _BudgetedInterpreter(budget).visit(parsed.parsed, data)
+        return _BudgetedInterpreter(evaluation).visit(parsed.parsed, data)
     except JMESPathError as exc:
         raise ExpressionError(f"cannot evaluate {expression!r}: {exc}") from exc
     except RecursionError as exc:
@@ -270,13 +379,11 @@ def evaluate(expression: str, data: Any, *, budget: EvaluationBudget | None = No
     Raises:
         ExpressionError: it does not compile or fails; ``ExpressionTooCostly`` when
             it passes ``MAX_EVALUATION_STEPS`` or builds a value larger than
-            ``MAX_RESULT_SIZE``.
+            ``MAX_RESULT_SIZE``; ``ExpressionBudgetSpent`` when ``budget`` runs out.
     """
     if budget is None:
         budget = EvaluationBudget(expression)
-    else:
-        budget.expression = expression
-    return _search(expression, data, budget)
+    return _search(expression, data, _Evaluation(budget, expression))
 
 
 def is_truthy(value: Any) -> bool:
@@ -291,23 +398,24 @@ def is_truthy(value: Any) -> bool:
 _TEMPLATE_FIELD = "{{"
 
 
-def render_template(text: str, data: Any) -> str:
+def render_template(text: str, data: Any, *, budget: EvaluationBudget | None = None) -> str:
     """Replace each ``{{ expression }}`` in ``text`` with its value over ``data``.
 
     Strings are inserted as they are; other values as compact JSON (integers
-    beyond 64 bits too). All the fields of one template share one evaluation
-    budget, and the rendered text may not pass ``MAX_RESULT_SIZE``.
+    beyond 64 bits too). All the fields of one template count as one evaluation
+    (``MAX_EVALUATION_STEPS``), against ``budget`` when given (shared with the
+    node's other evaluations), and the rendered text may not pass ``MAX_RESULT_SIZE``.
 
     Raises:
         ExpressionError: a field does not compile or fails; ``ExpressionTooCostly``
-            past a cap.
+            past a cap; ``ExpressionBudgetSpent`` when ``budget`` runs out.
     """
     if _TEMPLATE_FIELD not in text:
         return text
     out: list[str] = []
     length = 0
     pos = 0
-    budget = EvaluationBudget(text)
+    evaluation = _Evaluation(budget or EvaluationBudget(text), text)
     while True:
         start = text.find(_TEMPLATE_FIELD, pos)
         if start < 0:
@@ -318,12 +426,11 @@ def render_template(text: str, data: Any) -> str:
             raise ExpressionError(f"unclosed '{{{{' in template at position {start}")
         out.append(text[pos:start])
         expression = text[start + 2 : end].strip()
-        budget.expression = expression
-        value = _search(expression, data, budget)
+        value = _search(expression, data, evaluation)
         if value is not None:
             # Measured before it is serialised: shared parts would be written out
             # once per reference.
-            budget.check_size(value)
+            evaluation.check_size(value)
             piece = value if isinstance(value, str) else _compact_json(value)
             out.append(piece)
             length += len(piece) + end - pos

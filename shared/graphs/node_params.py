@@ -22,6 +22,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from spindle.shared.contracts.memory import ContextPolicy, MemoryMode
 from spindle.shared.contracts.workstreams import LaunchRequest
 
 
@@ -72,21 +73,74 @@ class McpServer(_Params):
         return self
 
 
+DEFAULT_IDLE_TIMEOUT_SECONDS = 24 * 3600
+"""An interactive agent waits this long for the next message by default (docs/conversations.md)."""
+MAX_IDLE_TIMEOUT_SECONDS = 30 * 24 * 3600
+"""An interactive agent waits at most 30 days for the next message."""
+
+
 class AgentParams(_Params):
     """``agent``: an LLM loop, one activity per LLM turn and one per tool call."""
 
-    instructions: str = Field("You are a helpful assistant.", max_length=100_000)
+    instructions: str = Field(
+        "You are a helpful assistant.",
+        max_length=100_000,
+        description="the system message (a template over the run state)",
+    )
     prompt: str | None = Field(
         None, max_length=100_000, description="user message template; default: _previous/input"
     )
-    tools: list[str] = Field(default_factory=list, max_length=64)
-    max_turns: int = Field(8, ge=1, le=100)
-    model: str | None = None
-    temperature: float | None = Field(None, ge=0, le=2)
+    tools: list[str] = Field(
+        default_factory=list,
+        max_length=64,
+        description="worker tools (GET /tools) and workstream tools offered to the model",
+    )
+    max_turns: int = Field(
+        8,
+        ge=1,
+        le=100,
+        description="LLM turns before the node fails with AgentMaxTurns (counted anew "
+        "per exchange of an interactive agent)",
+    )
+    model: str | None = Field(
+        None, description="the model to ask; default: the openai_model setting"
+    )
+    temperature: float | None = Field(
+        None, ge=0, le=2, description="sampling temperature; default: the provider's"
+    )
+    output_schema: dict[str, Any] | None = Field(
+        None,
+        description="JSON Schema of a structured final answer: the answer must be JSON "
+        "that fits it (one retry with the error, then AgentOutputInvalid); the node's "
+        "output is the parsed JSON",
+    )
     mcp_servers: list[McpServer] = Field(
         default_factory=list,
         max_length=16,
         description="MCP servers whose tools are offered as '<server>__<tool>'",
+    )
+    interactive: bool | None = Field(
+        None,
+        description="true: after each answer the agent waits (IDLE) for the next user "
+        "message until COMPLETE or idle_timeout_seconds; false: it takes no user "
+        "messages; default: it takes messages while it runs (docs/conversations.md)",
+    )
+    idle_timeout_seconds: int = Field(
+        DEFAULT_IDLE_TIMEOUT_SECONDS,
+        ge=1,
+        le=MAX_IDLE_TIMEOUT_SECONDS,
+        description="an interactive agent idle this long ends with its last answer "
+        "(default 24 h, at most 30 days)",
+    )
+    context: ContextPolicy | None = Field(
+        None,
+        description="what the model is given per turn: max_tokens and strategy "
+        "(window | summarize); default: the agent_context_* settings",
+    )
+    memory: MemoryMode = Field(
+        "thread",
+        description="thread: continue across loop visits and share with the runs of the "
+        "run's conversation; run: across visits only; per_visit / none: start empty",
     )
 
     @model_validator(mode="after")
@@ -145,6 +199,12 @@ class PromptParams(_Params):
         default_factory=list,
         max_length=100,
         description="roles whose users may answer (besides run-control roles)",
+    )
+    on_cancel: Literal["cancel_run", "keep_waiting"] = Field(
+        "cancel_run",
+        description="when a client abandons the prompt (an AG-UI resume with status "
+        '"cancelled"): "cancel_run" cancels the run (default), "keep_waiting" keeps it '
+        "waiting and asks again",
     )
 
     @field_validator("on_expiry", mode="wrap")

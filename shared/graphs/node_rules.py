@@ -89,6 +89,18 @@ def prompt_ui_schema(node: NodeSpec, graph: GraphSpec, tools: KnownTools) -> lis
     return []
 
 
+def agent_output_schema(node: NodeSpec, graph: GraphSpec, tools: KnownTools) -> list[GraphError]:
+    """A literal ``output_schema`` is a valid JSON Schema."""
+    schema = node.params.get("output_schema")
+    if not isinstance(schema, dict):
+        return []
+    try:
+        Draft202012Validator.check_schema(schema)
+    except BadSchema as exc:
+        return [graph_error(node.id, "params.output_schema", "bad_schema", exc.message)]
+    return []
+
+
 def prompt_expiry(node: NodeSpec, graph: GraphSpec, tools: KnownTools) -> list[GraphError]:
     """``on_expiry`` comes with ``expires_in_seconds``; an ``{"answer": …}`` fits ``ui_schema``.
 

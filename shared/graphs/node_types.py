@@ -166,7 +166,7 @@ AGENT = NodeTypeSpec(
         non_retryable_errors=(LlmAuthenticationError.application_type,),
     ),
     runs=RunKind.AGENT_LOOP,
-    rules=(node_rules.agent_tools,),
+    rules=(node_rules.agent_tools, node_rules.agent_output_schema),
 )
 TOOL = NodeTypeSpec(
     name="tool",

@@ -7,6 +7,8 @@ refused with an error naming the node and the rule, and no workflow is started.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 import yaml
@@ -35,6 +37,20 @@ def parse_graph(data: dict[str, Any] | str) -> GraphSpec:
     except ValidationError as exc:
         errors = [_describe_pydantic_error(data, e) for e in exc.errors()]
         raise GraphInvalid("; ".join(e["message"] for e in errors), errors=errors) from exc
+
+
+def name_inline_graph(document: dict[str, Any]) -> dict[str, Any]:
+    """An inline graph document with a ``name``: its own, or ``inline-<hash>``.
+
+    The generated name is the first 12 hex digits of the SHA-256 of the document's
+    canonical JSON (sorted keys), so the same inline spec is always named alike
+    (docs/api/index.md, "Starting a run with an inline graph").
+    """
+    if document.get("name") is not None:
+        return document
+    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), default=str)
+    digest = hashlib.sha256(canonical.encode()).hexdigest()[:12]
+    return {**document, "name": f"inline-{digest}"}
 
 
 def _describe_pydantic_error(data: dict[str, Any], err: Any) -> dict[str, Any]:
@@ -93,15 +109,39 @@ def validate_structure(spec: GraphSpec) -> None:
 
     Rules: unique node ids, entry exists, every edge end exists, every node is
     reachable from the entry, every cycle is bounded, every expression compiles.
-    Reachability and cycles are checked only once the ids and edges are sound.
+    Every broken rule is reported at once (``structure_errors``).
 
     Raises:
         GraphInvalid: naming each node and rule broken.
     """
-    for rules in ((_ids_and_edges, _expressions), (_reachability, _bounded_cycles)):
-        errors = [error for rule in rules for error in rule(spec)]
-        if errors:
-            raise GraphInvalid("; ".join(e["message"] for e in errors), errors=errors)
+    errors = structure_errors(spec)
+    if errors:
+        raise GraphInvalid("; ".join(e["message"] for e in errors), errors=errors)
+
+
+def sound_edges(spec: GraphSpec) -> GraphSpec:
+    """``spec`` without the edges whose ends are not defined (dangling edges).
+
+    What the checks that follow edges (reachability, cycles, loop bounds) work on,
+    so that a dangling edge, reported once, hides no other fault.
+    """
+    ids = {node.id for node in spec.nodes}
+    edges = [e for e in spec.edges if e.from_ in ids and e.to in ids]
+    return spec if len(edges) == len(spec.edges) else spec.model_copy(update={"edges": edges})
+
+
+def structure_errors(spec: GraphSpec) -> list[dict[str, Any]]:
+    """Every rule ``validate_structure`` checks, each fault reported, none hiding another.
+
+    Reachability and cycles follow only the edges whose ends exist (a dangling edge
+    is reported on its own); with no entry node they are not checked (every node
+    would be unreachable from it).
+    """
+    errors = _ids_and_edges(spec) + _expressions(spec)
+    if any(node.id == spec.entry for node in spec.nodes):
+        sound = sound_edges(spec)
+        errors += _reachability(sound) + _bounded_cycles(sound, spec)
+    return errors
 
 
 Problem = dict[str, Any]
@@ -121,19 +161,24 @@ def _ids_and_edges(spec: GraphSpec) -> list[Problem]:
         if node.id in seen:
             errors.append(
                 _problem(
-                    node.id, "duplicate_node_id", f"node '{node.id}' is defined more than once"
+                    node.id,
+                    "duplicate_node_id",
+                    f"node '{node.id}' is defined more than once",
+                    "id",
                 )
             )
         seen.add(node.id)
     if spec.entry not in seen:
         errors.append(
-            _problem(spec.entry, "missing_entry", f"entry node '{spec.entry}' is not defined")
+            _problem(
+                spec.entry, "missing_entry", f"entry node '{spec.entry}' is not defined", "entry"
+            )
         )
-    for edge in spec.edges:
+    for i, edge in enumerate(spec.edges):
         for end, role in ((edge.from_, "from"), (edge.to, "to")):
             if end not in seen:
                 message = f"edge {edge.from_} → {edge.to}: '{role}' node '{end}' is not defined"
-                errors.append(_problem(end, "dangling_edge", message))
+                errors.append(_problem(end, "dangling_edge", message, f"edges[{i}].{role}"))
     return errors
 
 
@@ -174,7 +219,7 @@ def _reachability(spec: GraphSpec) -> list[Problem]:
     ]
 
 
-def _bounded_cycles(spec: GraphSpec) -> list[Problem]:
+def _bounded_cycles(spec: GraphSpec, numbering: GraphSpec) -> list[Problem]:
     errors: list[Problem] = []
     for edge_index in sorted(find_back_edges(spec)):
         edge = spec.edges[edge_index]
@@ -184,5 +229,7 @@ def _bounded_cycles(spec: GraphSpec) -> list[Problem]:
                 f"edge {edge.from_} → {edge.to} closes a cycle with no bound: "
                 f"set max_iterations on the edge or max_visits on node '{edge.to}'"
             )
-            errors.append(_problem(edge.to, "unbounded_cycle", message))
+            # Numbered as in ``numbering`` (the graph as written, dangling edges included).
+            where = next(i for i, e in enumerate(numbering.edges) if e is edge)
+            errors.append(_problem(edge.to, "unbounded_cycle", message, f"edges[{where}]"))
     return errors

@@ -2,12 +2,14 @@
 
 The gateway calls these before starting a run, so a broken graph or input is
 refused with a 4xx naming the node, field and rule, and no workflow starts.
-``spindle.shared.contracts.graph_spec.validate_structure`` checks the shape; this module adds what
-needs the catalog: node types, their parameters, tools and templates.
+``spindle.shared.graphs.structure`` checks the shape; this module adds what needs the
+catalog (node types, their parameters, tools and templates) and reports every fault in
+one answer (docs/graphs/index.md).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection
 from typing import Any
 
@@ -25,8 +27,9 @@ from spindle.shared.graphs.expressions import (
     template_expressions,
 )
 from spindle.shared.graphs.graph_errors import GraphError, graph_error, schema_errors
+from spindle.shared.graphs.loop_bounds import over_visit_cap
 from spindle.shared.graphs.node_types import BUILTIN_NODE_TYPES, RunKind
-from spindle.shared.graphs.structure import validate_structure
+from spindle.shared.graphs.structure import sound_edges, structure_errors
 
 
 def _check_params_model(node: NodeSpec, model: type[BaseModel]) -> list[GraphError]:
@@ -187,41 +190,93 @@ def _check_routing(spec: GraphSpec, known_types: Collection[str]) -> list[GraphE
     return errors
 
 
-def validate_graph(spec: GraphSpec, catalog: Catalog) -> None:
-    """Check a graph completely before a run starts.
+def _check_visit_cap(spec: GraphSpec, cap: int | None) -> list[GraphError]:
+    """No node may run more often than the ``max_node_visits`` setting allows.
 
-    Structure first (``validate_structure``), then per node: the type is known;
-    the params are valid (pydantic models of the built-ins, the published JSON
-    Schema of other types; params supplied by ``inputs`` are not required);
+    Dangling edges are left out (reported on their own); a node in a cycle with no
+    bound (``unbounded_cycle``, reported by the structure) is not reported again.
+    """
+    if cap is None:
+        return []
+    return [
+        graph_error(
+            node_id,
+            "max_visits",
+            "exceeds_max_node_visits",
+            f"its loops' bounds let it run {int(most):,} times, more than the "
+            f"max_node_visits setting ({cap:,}; SPINDLE_MAX_NODE_VISITS) allows: a run "
+            "would fail there. Lower max_iterations or max_visits, or raise the setting",
+        )
+        for node_id, most in over_visit_cap(sound_edges(spec), cap).items()
+        if not math.isinf(most)
+    ]
+
+
+def _unknown_type(node: NodeSpec, known_types: Collection[str]) -> GraphError:
+    known = ", ".join(sorted(known_types))
+    message = f"unknown node type '{node.type}' (known: {known})"
+    return graph_error(node.id, "type", "unknown_node_type", message)
+
+
+def graph_faults(
+    spec: GraphSpec, catalog: Catalog, *, max_node_visits: int | None = None
+) -> list[GraphError]:
+    """Every fault of ``spec`` found in one pass, each with node, field, rule and message.
+
+    No check stops another: a dangling edge, an unreachable node, an unknown node
+    type and bad params of another node are all reported together. A check is
+    skipped only where it depends on the broken part itself: reachability and
+    cycles follow the edges whose ends exist (and need the entry node); a node of
+    an unknown type has no params to check.
+    """
+    catalog = Catalog.builtin().merged(catalog)
+    errors = [_as_graph_error(problem) for problem in structure_errors(spec)]
+    errors.extend(_check_routing(spec, catalog.node_types))
+    errors.extend(_check_visit_cap(spec, max_node_visits))
+    for node in spec.nodes:
+        if node.type in catalog.node_types:
+            errors.extend(_check_node(spec, node, catalog))
+        else:
+            errors.append(_unknown_type(node, catalog.node_types))
+    return errors
+
+
+def _as_graph_error(problem: dict[str, Any]) -> GraphError:
+    """A structural problem with every key of a ``GraphError`` (``field`` may be None)."""
+    return {
+        "node": problem.get("node"),
+        "field": problem.get("field"),
+        "rule": problem["rule"],
+        "message": problem["message"],
+    }
+
+
+def validate_graph(
+    spec: GraphSpec, catalog: Catalog, *, max_node_visits: int | None = None
+) -> None:
+    """Check a graph completely before a run starts, reporting every fault at once.
+
+    Structure (``spindle.shared.graphs.structure.structure_errors``: ids, entry,
+    edges, reachability, bounded cycles, expressions), then per node: the type is
+    known; the params are valid (pydantic models of the built-ins, the published
+    JSON Schema of other types; params supplied by ``inputs`` are not required);
     templates and expressions compile; tools exist (when the catalog knows them);
     router ports used by edges exist. Routing: ``task_queues`` maps known node
-    types only, and no local node names a task queue.
+    types only, and no local node names a task queue. Loops: with
+    ``max_node_visits`` (the setting), no node's bounds may let it run more often
+    (``spindle.shared.graphs.loop_bounds``). All are collected (``graph_faults``)
+    and raised together.
 
     Raises:
         GraphInvalid: structure or parameters are wrong; ``errors`` names each
             node, field and rule.
-        ExecutorNotFound: a node's type is unknown (``errors`` names every problem).
+        ExecutorNotFound: a node's type is unknown (``errors`` names every problem,
+            the other faults included).
     """
-    validate_structure(spec)
-    catalog = Catalog.builtin().merged(catalog)
-    errors: list[GraphError] = _check_routing(spec, catalog.node_types)
-    unknown = False
-    for node in spec.nodes:
-        if node.type in catalog.node_types:
-            errors.extend(_check_node(spec, node, catalog))
-            continue
-        unknown = True
-        known = ", ".join(sorted(catalog.node_types))
-        errors.append(
-            graph_error(
-                node.id,
-                "type",
-                "unknown_node_type",
-                f"unknown node type '{node.type}' (known: {known})",
-            )
-        )
+    errors = graph_faults(spec, catalog, max_node_visits=max_node_visits)
     if errors:
         detail = "; ".join(e["message"] for e in errors)
+        unknown = any(e["rule"] == "unknown_node_type" and e["field"] == "type" for e in errors)
         raise (ExecutorNotFound if unknown else GraphInvalid)(detail, errors=errors)
 
 

@@ -31,6 +31,16 @@ from urllib.parse import urlsplit
 logger = logging.getLogger(__name__)
 
 
+# Full stops IDNA (UTS #46) maps to "." when a name is encoded for DNS: "127。0。0。1"
+# and "localhost｡" reach the same hosts as their ASCII spellings.
+IDNA_DOTS = str.maketrans({"\u3002": ".", "\uff0e": ".", "\uff61": "."})
+
+
+def normalize_host(host: str) -> str:
+    """``host`` as DNS will see it: IDNA full stops as ".", lower case, no trailing dot."""
+    return host.translate(IDNA_DOTS).rstrip(".").lower()
+
+
 def destination_of(url: str) -> str:
     """The host and port a URL's requests go to (the unit of concurrency and of the breaker)."""
     try:
@@ -38,7 +48,7 @@ def destination_of(url: str) -> str:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
         return url
-    return f"{(parts.hostname or '').rstrip('.').lower()}:{port}"
+    return f"{normalize_host(parts.hostname or '')}:{port}"
 
 
 class DestinationHeld(Exception):

@@ -12,16 +12,23 @@ reach outside Spindle, so a tenant's graph must not choose freely
 
 The gateway checks a graph when it is registered or started (422 naming the node
 and field); the worker checks again before it starts a process or connects, since
-the settings may differ and a graph may predate them.
+the settings may differ and a graph may predate them. Servers a node takes from
+``inputs`` (``mcp_servers: input.servers``) are checked at start too, as resolved
+against the run's first state (``check_run_mcp_servers``), and always by the
+worker, as resolved, before it connects.
 """
 
 from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable
+from typing import Any
+
+from pydantic import ValidationError
 
 from spindle.shared.contracts.errors import GraphInvalid, OutboundRefused
 from spindle.shared.contracts.graph_spec import GraphSpec
+from spindle.shared.graphs.expressions import ExpressionError, evaluate
 from spindle.shared.graphs.node_params import AgentParams, McpServer
 from spindle.shared.graphs.node_types import AGENT
 from spindle.shared.platform.outbound import OutboundPolicy
@@ -91,6 +98,54 @@ def check_graph_mcp_servers(
                         "field": f"params.mcp_servers[{index}].{field}",
                         "rule": "mcp_server_refused",
                         "message": reason,
+                    }
+                )
+    if errors:
+        raise GraphInvalid(
+            f"graph '{spec.name}': node '{errors[0]['node']}': {errors[0]['message']}",
+            errors=errors,
+        )
+
+
+def check_run_mcp_servers(
+    spec: GraphSpec,
+    state: dict[str, Any],
+    *,
+    stdio_commands: Iterable[str],
+    policy: OutboundPolicy,
+) -> None:
+    """Refuse a start whose ``inputs`` give an agent node servers it may not use.
+
+    ``state`` is the run's first state (``input``, ``context``, ``meta``). An
+    expression that reads later state (null now) or fails is left to the worker,
+    which checks every server as resolved before it connects.
+
+    Raises:
+        GraphInvalid: naming the node and ``inputs.mcp_servers[i].<field>``.
+    """
+    allowed = allowed_commands(stdio_commands)
+    errors = []
+    for node in spec.nodes:
+        expression = node.inputs.get("mcp_servers")
+        if node.type != AGENT.name or expression is None:
+            continue
+        try:
+            value = evaluate(expression, state)
+        except ExpressionError:
+            continue
+        for index, raw in enumerate(value if isinstance(value, list) else []):
+            try:
+                server = McpServer.model_validate(raw)
+            except ValidationError:
+                continue  # the worker refuses a malformed server, naming it
+            problem = server_problem(server, allowed, policy)
+            if problem is not None:
+                errors.append(
+                    {
+                        "node": node.id,
+                        "field": f"inputs.mcp_servers[{index}].{problem[0]}",
+                        "rule": "mcp_server_refused",
+                        "message": problem[1],
                     }
                 )
     if errors:

@@ -40,6 +40,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from spindle.shared.contracts.errors import OutboundRefused
+from spindle.shared.platform.destinations import normalize_host
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -205,7 +206,8 @@ class OutboundPolicy:
             raise _refused(url, "must be an absolute http or https URL")
         if "@" in parts.netloc:
             raise _refused(url, "must not carry credentials (user:password@); use headers")
-        host = parts.hostname.rstrip(".")
+        # Every spelling of a name DNS reads the same is judged the same (IDNA dots).
+        host = normalize_host(parts.hostname)
         if port is None:
             port = 443 if parts.scheme == "https" else 80
         if host in self.allowed_hosts:

@@ -24,6 +24,7 @@ from spindle.shared.platform.settings_sections.gateway import (
     JwtAlgorithm,
 )
 from spindle.shared.platform.settings_sections.limits import (
+    ExpressionBudgetSettings,
     RateLimitSettings,
     SizeLimitSettings,
     WebPageSettings,
@@ -44,6 +45,7 @@ class Settings(
     WorkerSettings,
     LlmSettings,
     WebPageSettings,
+    ExpressionBudgetSettings,
     SizeLimitSettings,
     PushSettings,
     McpSettings,
@@ -70,6 +72,7 @@ def get_settings() -> Settings:
 __all__ = [
     "JWT_ALGORITHMS",
     "AuthSettings",
+    "ExpressionBudgetSettings",
     "GatewaySettings",
     "JwtAlgorithm",
     "LlmSettings",

@@ -136,14 +136,21 @@ class ApiKeyStore:
         )
         return doc is not None and not doc.get("revoked")
 
-    async def revoke(self, key_id: str) -> ApiKeyInfo:
+    async def revoke(self, key_id: str, *, tenant_id: str | None = None) -> ApiKeyInfo:
         """Revoke a key by its id (idempotent).
 
+        Args:
+            key_id: the key's id.
+            tenant_id: only a key of this tenant (another tenant's key is not found).
+
         Raises:
-            NotFound: no key has that id.
+            NotFound: no key has that id (in that tenant).
         """
+        query: dict[str, Any] = {"_id": key_id}
+        if tenant_id is not None:
+            query["tenant_id"] = tenant_id
         result = await self.keys.update_one(
-            {"_id": key_id}, {"$set": {"revoked": True}, "$currentDate": {"revoked_at": True}}
+            query, {"$set": {"revoked": True}, "$currentDate": {"revoked_at": True}}
         )
         if result.matched_count == 0:
             raise NotFound(f"API key '{key_id}' was not found")

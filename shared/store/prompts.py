@@ -7,7 +7,9 @@ Two collections, next to the run archive's (docs/graphs/node-types.md, prompt)::
                      unique: the inbox pages by it);
                      tenant_id, workflow_id, node_id, visit, owner, graph_name, prompt,
                      title, ui_schema, requested_at, expires_at, assignees, roles,
-                     assigned, status ("open", "answered", "expired", "closed"),
+                     assigned, status ("open", "answered", "expired", "closed": the run
+                     ended with it open — finish_run, or the closed-run sweep for a run
+                     Temporal closed without Spindle),
                      closed_at — index (tenant_id, status, order), (workflow_id, status)
     answer_attempts  one per answer attempt: workflow_id, tenant_id, node_id, visit,
                      user_id, at, outcome ("accepted", "invalid", "late", "duplicate",
@@ -202,12 +204,36 @@ class PromptStore:
             {"$set": {"status": PromptStatus.ANSWERED.value, "closed_at": _now()}},
         )
 
-    async def close_run(self, workflow_id: str) -> None:
-        """Close every prompt a finished run left open (it takes no answer any more)."""
-        await self.prompts.update_many(
+    async def close_run(self, workflow_id: str) -> int:
+        """Close every prompt a finished run left open (it takes no answer any more).
+
+        Returns:
+            How many were open.
+        """
+        result = await self.prompts.update_many(
             {"workflow_id": workflow_id, "status": PromptStatus.OPEN.value},
             {"$set": {"status": PromptStatus.CLOSED.value, "closed_at": _now()}},
         )
+        return result.modified_count
+
+    async def runs_with_open_prompts(self, *, after: str | None, limit: int) -> list[str]:
+        """Workflow ids that have an open prompt, in id order after ``after``.
+
+        The closed-run sweep pages through them (``after``: the last id of the
+        previous page) to close the prompts of runs Temporal closed without
+        Spindle (``spindle.shared.temporal.closed_runs``).
+        """
+        query: dict[str, Any] = {"status": PromptStatus.OPEN.value}
+        if after is not None:
+            query["workflow_id"] = {"$gt": after}
+        found = (
+            self.prompts.find(query, {"workflow_id": 1}).sort("workflow_id", ASCENDING).limit(limit)
+        )
+        ids: list[str] = []
+        async for doc in found:
+            if not ids or ids[-1] != doc["workflow_id"]:  # a run's prompts are adjacent
+                ids.append(str(doc["workflow_id"]))
+        return ids
 
     async def prompt_for(self, workflow_id: str, node_id: str | None) -> PromptRecord | None:
         """The prompt an answer to run ``workflow_id`` is for, as recorded.

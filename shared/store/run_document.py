@@ -105,6 +105,8 @@ class RunRecord(BaseModel):
     context: dict[str, Any] = Field(default_factory=dict)
     output: Any = None
     error: str | None = None
+    # Who or what ended a run that did not complete (shared.contracts.run_end.EndedBy).
+    ended_by: dict[str, Any] | None = None
     current_nodes: list[str] = Field(default_factory=list)
     pending_input: dict[str, Any] | None = None
     created_at: datetime
@@ -116,6 +118,13 @@ class RunRecord(BaseModel):
     trace: dict[str, Any] = Field(default_factory=lambda: {"collection": TRACE_COLLECTION})
     trace_id: str | None = Field(None, alias="traceId")
     traceparent: str | None = None
+    # The run's BudgetState (limits, usage, exhausted) as it ended: written by
+    # finish_run, so GET /runs/{id} shows it after the end (docs/graphs/budgets.md).
+    budget: dict[str, Any] | None = None
+    # Written by finish_run: the run's continue-as-new count and node executions by
+    # status, kept after Temporal forgets the run (docs/graphs/long-runs.md).
+    generations: int | None = None
+    node_counts: dict[str, int] | None = None
 
     @field_validator("created_at", "updated_at")
     @classmethod
@@ -154,6 +163,9 @@ PROGRESS_KEYS = frozenset(
         "portData",
         "trace",
         "pendingInput",
+        "budget",
+        "generations",
+        "node_counts",
     }
 )
 

@@ -14,12 +14,15 @@ request for a cancelled run) and
   reason; ERROR then COMPLETE for a failure), under fixed dedup keys, so that any
   number of callers post them once (and a stream that has ended refuses them);
 * writes ``status`` and ``error`` to the run document, conditionally, so that a
-  document that already says how the run ended is not overwritten.
+  document that already says how the run ended is not overwritten, and the
+  run's ``budget`` as it last recorded it (``last_budget``), which no
+  ``finish_run`` wrote (docs/graphs/budgets.md, "After the end");
+* closes the run's open prompts, so they leave every inbox (``/inbox``).
 
 Callers: ``GET /runs/{id}`` (the gateway), the SSE stream's keep-alive tick,
-and ``ClosedRunSweep``, a background loop over the non-terminal run documents,
-so that nobody has to be watching. Runs are always addressed by workflow id: a
-run that continued as new is the same run.
+and ``ClosedRunSweep``, a background loop over the non-terminal run documents
+and the runs with open prompts, so that nobody has to be watching. Runs are
+always addressed by workflow id: a run that continued as new is the same run.
 """
 
 from __future__ import annotations
@@ -38,14 +41,18 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowHistoryEventFilterType,
 )
+from temporalio.exceptions import TemporalError
 from temporalio.service import RPCError, RPCStatusCode
 
 from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.messages import AgentMessageType, create_compact_message
-from spindle.shared.contracts.runs import RunStatus
+from spindle.shared.contracts.run_end import EndedBy, EndedByKind
+from spindle.shared.contracts.runs import DESCRIBE_QUERY, RunDescription, RunStatus
 from spindle.shared.platform import metrics
 from spindle.shared.platform.background_loop import BackgroundLoop
 from spindle.shared.store.archive import RunArchive, RunRecord
+from spindle.shared.store.prompts import PromptStore
+from spindle.shared.store.run_ends import RunEnds
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +79,14 @@ CLOSED_OUTSIDE = {
 HISTORY_EVENTS_LIMIT = 51_200
 HISTORY_BYTES_LIMIT = 50 * 1024 * 1024
 
-OnClosed = Callable[[RunRecord | None, RunStatus, str], Awaitable[None]]
+OnClosed = Callable[[RunRecord | None, RunStatus, str, EndedBy], Awaitable[None]]
+# The verb of a status in "<verb> by <who>" (EndedBy.sentence).
+VERBS = {
+    RunStatus.TERMINATED: "terminated",
+    RunStatus.CANCELED: "canceled",
+    RunStatus.TIMED_OUT: "timed out",
+    RunStatus.FAILED: "failed",
+}
 
 
 @dataclass(frozen=True)
@@ -82,6 +96,7 @@ class ClosedRun:
     workflow_id: str
     status: RunStatus
     reason: str
+    ended_by: EndedBy
     posted: bool
     """The closing message was stored now (False: the stream had already ended)."""
     recorded: bool
@@ -118,18 +133,57 @@ async def _events(
 
 async def close_reason(temporal: Client, description: WorkflowExecutionDescription) -> str:
     """Why Temporal closed the execution, in a sentence a user can act on."""
+    reason, _ = await close_account(temporal, description)
+    return reason
+
+
+def public_identity(identity: str) -> str:
+    """A Temporal client identity as users may see it: no process id, no host name.
+
+    The SDKs name a client ``<pid>@<host>`` (a Spindle worker or gateway: "Spindle")
+    and the CLI ``temporal-cli:<user>@<host>`` (kept without the host), so a run's
+    error never shows where Spindle runs (docs/operations/threat-model.md).
+    """
+    who, at, _host = identity.partition("@")
+    if not at:
+        return identity
+    return "Spindle" if who.isdigit() else who
+
+
+def _operator(identity: str, reason: str | None) -> EndedBy:
+    shown = public_identity(identity)[:300]
+    return EndedBy(kind=EndedByKind.OPERATOR, id=shown or None, reason=reason or None)
+
+
+async def cancel_request(temporal: Client, workflow_id: str, run_id: str | None) -> EndedBy | None:
+    """Who asked Temporal to cancel the execution, and why (its cancel request event).
+
+    Raises:
+        RPCError: the history cannot be read.
+    """
+    handle = temporal.get_workflow_handle(workflow_id, run_id=run_id)
+    async for event in handle.fetch_history_events(rpc_timeout=RPC_TIMEOUT):
+        if event.HasField("workflow_execution_cancel_requested_event_attributes"):
+            req = event.workflow_execution_cancel_requested_event_attributes
+            return _operator(req.identity, req.cause)
+    return None
+
+
+async def close_account(
+    temporal: Client, description: WorkflowExecutionDescription
+) -> tuple[str, EndedBy]:
+    """Why Temporal closed the execution (a sentence) and who or what closed it."""
     status = description.status
     wid, rid = description.id, description.run_id
     try:
         if status == WorkflowExecutionStatus.CANCELED:
             # The reason and who asked are on the request, not on the close event.
-            for event in await _events(temporal, wid, rid, close_only=False):
-                if event.HasField("workflow_execution_cancel_requested_event_attributes"):
-                    req = event.workflow_execution_cancel_requested_event_attributes
-                    why = f": {req.cause}" if req.cause else ""
-                    who = f" by {req.identity}" if req.identity else ""
-                    return f"canceled through Temporal{who}{why}"
-            return "canceled through Temporal"
+            asked = await cancel_request(temporal, wid, rid)
+            if asked is None:
+                return "canceled through Temporal", _operator("", None)
+            who = f" by {asked.id}" if asked.id else ""
+            why = f": {asked.reason}" if asked.reason else ""
+            return f"canceled through Temporal{who}{why}", asked
         events = await _events(temporal, wid, rid, close_only=True)
     except RPCError as exc:
         log.warning("close event of %s unavailable: %s", wid, exc)
@@ -138,22 +192,28 @@ async def close_reason(temporal: Client, description: WorkflowExecutionDescripti
     if status == WorkflowExecutionStatus.TERMINATED:
         if last is not None and last.HasField("workflow_execution_terminated_event_attributes"):
             term = last.workflow_execution_terminated_event_attributes
-            who = f" by {term.identity}" if term.identity else ""
-            return f"terminated through Temporal{who}: {term.reason or 'no reason given'}"
-        return "terminated through Temporal"
+            who = f" by {public_identity(term.identity)}" if term.identity else ""
+            text = f"terminated through Temporal{who}: {term.reason or 'no reason given'}"
+            return text, _operator(term.identity, term.reason)
+        return "terminated through Temporal", _operator("", None)
     if status == WorkflowExecutionStatus.TIMED_OUT:
-        config = description.raw_description.execution_config
-        if config.HasField("workflow_execution_timeout"):
-            limit = _seconds(config.workflow_execution_timeout)
-            return f"timed out: the run exceeded {limit} execution timeout"
-        if config.HasField("workflow_run_timeout"):
-            limit = _seconds(config.workflow_run_timeout)
-            return f"timed out: the run exceeded {limit} run timeout"
-        return "timed out: the run exceeded its execution timeout"
+        return _timed_out(description), EndedBy(kind=EndedByKind.DEADLINE)
     if last is not None and last.HasField("workflow_execution_failed_event_attributes"):
         failure = last.workflow_execution_failed_event_attributes.failure
-        return failure.message or "the run failed"
-    return f"the run ended in Temporal as {status.name if status else 'unknown'}"
+        return failure.message or "the run failed", EndedBy(kind=EndedByKind.LIMIT)
+    ended = f"the run ended in Temporal as {status.name if status else 'unknown'}"
+    return ended, EndedBy(kind=EndedByKind.LIMIT)
+
+
+def _timed_out(description: WorkflowExecutionDescription) -> str:
+    config = description.raw_description.execution_config
+    if config.HasField("workflow_execution_timeout"):
+        limit = _seconds(config.workflow_execution_timeout)
+        return f"timed out: the run exceeded {limit} execution timeout"
+    if config.HasField("workflow_run_timeout"):
+        limit = _seconds(config.workflow_run_timeout)
+        return f"timed out: the run exceeded {limit} run timeout"
+    return "timed out: the run exceeded its execution timeout"
 
 
 def needs_reconcile(record: RunRecord | None) -> bool:
@@ -165,9 +225,30 @@ def needs_reconcile(record: RunRecord | None) -> bool:
     return record.status != RunStatus.COMPLETED.value and not record.error
 
 
-async def _post_closing(bus: MessageBus, workflow_id: str, status: RunStatus, reason: str) -> bool:
+def closed_run_data(
+    record: RunRecord, status: RunStatus, reason: str, ended_by: EndedBy
+) -> dict[str, Any]:
+    """The webhook ``data`` of a run closed without its ``finish_run``
+    (docs/protocols/outbound.md)."""
+    return {
+        "run_id": record.run_id,
+        "graph": record.graph_name,
+        "status": status.value,
+        "error": reason,
+        "ended_by": ended_by.model_dump(mode="json", exclude_none=True),
+    }
+
+
+async def _post_closing(
+    bus: MessageBus, workflow_id: str, status: RunStatus, reason: str, ended_by: EndedBy
+) -> bool:
     """The closing messages ``finish_run`` would have posted; True if stored now."""
-    details = {"status": status.value, "error": reason, "closed_by": "temporal"}
+    details = {
+        "status": status.value,
+        "error": reason,
+        "closed_by": "temporal",
+        "ended_by": ended_by.model_dump(mode="json", exclude_none=True),
+    }
     if status == RunStatus.FAILED:
         items = [
             (AgentMessageType.ERROR, reason, {"error": reason}),
@@ -185,24 +266,59 @@ async def _post_closing(bus: MessageBus, workflow_id: str, status: RunStatus, re
     return stored
 
 
-async def _record_close(
-    archive: RunArchive, record: RunRecord, status: RunStatus, reason: str
+async def last_budget(
+    temporal: Client, description: WorkflowExecutionDescription
+) -> dict[str, Any] | None:
+    """The budget a closed run last recorded, as a document value (``paused`` false:
+    it has ended); None without a budget, or when no worker answers.
+
+    Its ``describe`` query, which Temporal answers for a closed execution by having
+    a worker replay its history: the figures the run had counted when it was
+    closed, a terminate included (docs/graphs/budgets.md, "After the end").
+    """
+    handle = temporal.get_workflow_handle(description.id, run_id=description.run_id)
+    try:
+        state = await handle.query(
+            DESCRIBE_QUERY, result_type=RunDescription, rpc_timeout=RPC_TIMEOUT
+        )
+    except (RPCError, TemporalError) as exc:
+        log.info("budget of closed run %s unavailable: %r", description.id, exc)
+        return None
+    if state.budget is None:
+        return None
+    ended: dict[str, Any] = state.budget.model_copy(update={"paused": False}).model_dump(
+        mode="json"
+    )
+    return ended
+
+
+async def _record_close(  # noqa: PLR0917 (private; every argument is needed)
+    archive: RunArchive,
+    record: RunRecord,
+    status: RunStatus,
+    reason: str,
+    ended_by: EndedBy,
+    budget: dict[str, Any] | None = None,
 ) -> bool:
-    """Write status and error unless the document already says how the run ended."""
+    """Write status and error unless the document already says how the run ended
+    (and the run's last budget, when the document has none)."""
     if record.status in TERMINAL_STATUSES:
         # finish_run wrote the status (a cancel it handled) but no reason: add one.
         query: dict[str, Any] = {"_id": record.workflow_id, "status": record.status, "error": None}
-        update: dict[str, Any] = {"error": reason}
+        update: dict[str, Any] = {"error": reason, "ended_by": ended_by.model_dump(mode="json")}
     else:
         query = {"_id": record.workflow_id, "status": {"$in": list(OPEN_STATUSES)}}
         update = {
             "status": status.value,
             "error": reason,
+            "ended_by": ended_by.model_dump(mode="json"),
             "current_nodes": [],
             "currentNodeId": None,
             "pending_input": None,
             "pendingInput": None,
         }
+    if budget is not None and record.budget is None:
+        update["budget"] = budget
     result = await archive.runs.update_one(
         query, {"$set": update, "$currentDate": {"updated_at": True}}
     )
@@ -252,24 +368,37 @@ async def reconcile_closed_run(
     stream_open = await bus.end_seq(workflow_id) is None
     if not stream_open and not needs_reconcile(record):
         return None
-    reason = await close_reason(temporal, description)
-    posted = await _post_closing(bus, workflow_id, status, reason) if stream_open else False
+    reason, ended_by = await close_account(temporal, description)
+    noted = await RunEnds(bus.redis).read(workflow_id)
+    if noted is not None:  # the gateway or a conversation said who ends it
+        ended_by, reason = noted, noted.sentence(VERBS[status])
+    posted = (
+        await _post_closing(bus, workflow_id, status, reason, ended_by) if stream_open else False
+    )
     recorded = False
     if archive is not None and record is not None and needs_reconcile(record):
-        recorded = await _record_close(archive, record, status, reason)
+        budget = await last_budget(temporal, description) if record.budget is None else None
+        recorded = await _record_close(archive, record, status, reason, ended_by, budget)
+    if archive is not None and (posted or recorded):
+        # No finish_run closed its prompts: out of every inbox now.
+        await PromptStore(archive.database).close_run(workflow_id)
     if posted:
         log.warning("run %s was closed by Temporal (%s): %s", workflow_id, status.value, reason)
         metrics.run_closed_outside(status.value)
         if on_closed is not None:
-            await on_closed(record, status, reason)
-    return ClosedRun(workflow_id, status, reason, posted=posted, recorded=recorded)
+            await on_closed(record, status, reason, ended_by)
+    return ClosedRun(workflow_id, status, reason, ended_by, posted=posted, recorded=recorded)
 
 
 class ClosedRunSweep(BackgroundLoop):
-    """Every ``interval`` seconds, reconciles the run documents that are not terminal.
+    """Every ``interval`` seconds, reconciles the run documents that are not terminal,
+    then closes the open prompts of runs that Temporal reports closed.
 
     It also describes each open run it passes, so the history gauges
-    (``metrics.history_observed``) follow the open runs' history budget.
+    (``metrics.history_observed``) follow the open runs' history budget. The
+    prompt pass (``close_prompts_once``) covers runs whose document already says
+    how they ended but whose prompts stayed in the inbox (a gateway that went
+    down before it closed them, documents reconciled before prompts were closed).
 
     Args:
         interval: seconds between passes.
@@ -295,6 +424,7 @@ class ClosedRunSweep(BackgroundLoop):
         self.interval = interval
         self.batch = batch
         self.on_closed = on_closed
+        self._prompts_after: str | None = None
 
     async def run(self) -> None:
         while True:
@@ -306,7 +436,65 @@ class ClosedRunSweep(BackgroundLoop):
             await asyncio.sleep(self.interval)
 
     async def sweep_once(self) -> list[ClosedRun]:
-        """One pass; returns the runs it reconciled."""
+        """One pass over run documents, then one over open prompts; returns the runs
+        it reconciled."""
+        done = await self._documents_once()
+        await self.close_prompts_once()
+        return done
+
+    async def close_prompts_once(self) -> list[str]:
+        """Close the open prompts of runs that are no longer running in Temporal.
+
+        At most ``batch`` runs are described per pass; past that, the next pass goes
+        on where this one stopped.
+
+        Returns:
+            The workflow ids whose prompts were closed.
+        """
+        store = PromptStore(self.archive.database)
+        closed: list[str] = []
+        looked = 0
+        after = self._prompts_after
+        while looked < self.batch:
+            ids = await store.runs_with_open_prompts(after=after, limit=self.batch - looked)
+            if not ids:
+                after = None  # the end: the next pass starts over
+                break
+            for workflow_id in ids:
+                looked += 1
+                if await self._close_prompts_of(store, workflow_id):
+                    closed.append(workflow_id)
+            after = ids[-1]
+        self._prompts_after = after
+        return closed
+
+    async def _close_prompts_of(self, store: PromptStore, workflow_id: str) -> bool:
+        try:
+            description = await self.temporal.get_workflow_handle(workflow_id).describe(
+                rpc_timeout=RPC_TIMEOUT
+            )
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+            description = None  # past retention, or never a run: nothing will answer
+        if description is not None and description.status == WorkflowExecutionStatus.RUNNING:
+            return False
+        if description is not None:
+            # Stream, document and webhook first, as for any run closed from outside.
+            await reconcile_closed_run(
+                workflow_id,
+                temporal=self.temporal,
+                bus=self.bus,
+                archive=self.archive,
+                description=description,
+                on_closed=self.on_closed,
+            )
+        count = await store.close_run(workflow_id)
+        if count:
+            log.warning("run %s is closed: its %d open prompt(s) closed", workflow_id, count)
+        return count > 0
+
+    async def _documents_once(self) -> list[ClosedRun]:
         cursor = (
             self.archive.runs.find({"status": {"$in": list(OPEN_STATUSES)}}, {"portData": 0})
             .sort([("updated_at", 1)])

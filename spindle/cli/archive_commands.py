@@ -63,10 +63,10 @@ def _non_negative(text: str) -> float:
 
 async def _prune(days: float, dry_run: bool) -> PruneCounts:
     from spindle.cli.archive_retention import cutoff_for, prune_runs
-    from spindle.shared.platform.settings import get_settings
+    from spindle.cli.stack_settings import cli_settings
     from spindle.shared.store.archive import RunArchive
 
-    archive = RunArchive.from_settings(get_settings())
+    archive = RunArchive.from_settings(cli_settings())
     try:
         return await prune_runs(archive, older_than=cutoff_for(days), dry_run=dry_run)
     finally:

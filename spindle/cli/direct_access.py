@@ -21,6 +21,12 @@ TEMPORAL_DIRECT = (
 MONGO_DIRECT = (
     "Talks to MongoDB directly (SPINDLE_MONGO_URL, SPINDLE_MONGO_DB), not through the gateway."
 )
+# Admin commands (spindle.cli.gateway_admin): the gateway by default, MongoDB to bootstrap.
+GATEWAY_OR_MONGO = (
+    "Goes through the gateway when one is known (--url/SPINDLE_URL, or a running spindle "
+    "dev stack; --api-key/SPINDLE_API_KEY or --token/SPINDLE_TOKEN); with --direct, or no "
+    "gateway known, talks to MongoDB directly (SPINDLE_MONGO_URL, SPINDLE_MONGO_DB)."
+)
 # Payloads above SPINDLE_PAYLOAD_OFFLOAD_BYTES live in MongoDB, not in the history.
 OFFLOADED_PAYLOADS = (
     "Large payloads the worker offloaded are read from MongoDB (SPINDLE_MONGO_URL, "

@@ -27,15 +27,21 @@ keeps ``spindle --help`` instant.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from spindle.cli.direct_access import MONGO_DIRECT, SERVERS_DIRECT, described
+from spindle.cli.direct_access import GATEWAY_OR_MONGO, MONGO_DIRECT, SERVERS_DIRECT, described
+from spindle.cli.gateway_admin import add_route_flags, gateway_call, through_gateway
+from spindle.cli.stack_settings import environ_with_dotenv
 
 Handler = Callable[[argparse.Namespace], int]
+
+GRAPHS_REACH = (
+    "register goes through the gateway when one is known (--direct: MongoDB); "
+    "list reads MongoDB directly (SPINDLE_MONGO_URL, SPINDLE_MONGO_DB)."
+)
 
 
 def _port(text: str) -> int:
@@ -47,21 +53,21 @@ def _port(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def environ_with_dotenv(path: Path = Path(".env")) -> dict[str, str]:
-    """The process environment over the values of ``.env`` (as ``Settings`` reads)."""
-    values: dict[str, str] = {}
-    if path.is_file():
-        from dotenv import dotenv_values
+def _metrics_port(text: str) -> int:
+    """A port, or 0 for metrics off (``spindle dev`` and ``spindle worker`` alike)."""
+    from spindle.dev.config import DevStackError, parse_port
 
-        values = {k: v for k, v in dotenv_values(path).items() if v is not None}
-    return {**values, **os.environ}
+    try:
+        return parse_port(text, name="port", zero_is_off=True)
+    except DevStackError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 # -- dev ---------------------------------------------------------------------
 
 
 def _add_dev(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from spindle.dev.config import DATA_DIR_ENV, HOST_ENV, PORT_OPTIONS
+    from spindle.dev.config import CAN_BE_OFF, DATA_DIR_ENV, HOST_ENV, PORT_OPTIONS
 
     parser = commands.add_parser(
         "dev",
@@ -85,13 +91,17 @@ def _add_dev(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help=f"where data and logs go [{DATA_DIR_ENV}; default ./.spindle]",
     )
     for option in PORT_OPTIONS:
+        off = option.key in CAN_BE_OFF
         parser.add_argument(
             option.flag,
             dest=option.key,
-            type=_port,
+            type=_metrics_port if off else _port,
             default=None,
             metavar="PORT",
-            help=f"{option.what} port [{option.env}; default {option.default}]",
+            help=(
+                f"{option.what} port [{option.env}; default {option.default}"
+                f"{'; 0: off' if off else ''}]"
+            ),
         )
     parser.add_argument(
         "--auth",
@@ -135,14 +145,36 @@ def _add_worker(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
             "only the activities of the nodes a graph routes to it"
         ),
     )
+    parser.add_argument(
+        "--metrics-port",
+        type=_metrics_port,
+        default=None,
+        metavar="PORT",
+        help=(
+            "port of the worker's Prometheus metrics; the Temporal SDK's take the next "
+            "[SPINDLE_WORKER_METRICS_PORT; default 9464; 0: off]"
+        ),
+    )
     parser.set_defaults(handler=_cmd_worker)
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
+    from spindle.cli.stack_settings import check_metrics_ports, export_dev_stack_settings
     from spindle.worker.main import main as worker_main
 
+    _say_dev_stack(export_dev_stack_settings())
+    check_metrics_ports(args.metrics_port)
     worker_main(args.task_queues)
     return 0
+
+
+def _say_dev_stack(state: Any) -> None:
+    if state is not None:
+        print(
+            f"spindle: connecting to the spindle dev stack of {state.data_dir} "
+            "(its stack.json) where no variable names a server",
+            file=sys.stderr,
+        )
 
 
 def _add_gateway(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -158,8 +190,10 @@ def _add_gateway(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def _cmd_gateway(args: argparse.Namespace) -> int:
+    from spindle.cli.stack_settings import export_dev_stack_settings
     from spindle.gateway.main import main as gateway_main
 
+    _say_dev_stack(export_dev_stack_settings())
     gateway_main()
     return 0
 
@@ -170,8 +204,8 @@ def _cmd_gateway(args: argparse.Namespace) -> int:
 def _add_graphs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser(
         "graphs",
-        help="register and list graph definitions (in MongoDB)",
-        description=described("Register and list graph definitions.", MONGO_DIRECT),
+        help="register and list graph definitions",
+        description=described("Register and list graph definitions.", GRAPHS_REACH),
     )
     actions = parser.add_subparsers(title="actions", metavar="ACTION", required=True)
 
@@ -180,17 +214,22 @@ def _add_graphs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="validate YAML/JSON graph files and store them in the archive",
         description=described(
             "Validate every file against the node types and tools the workers offer, "
-            "then store them all; if one is invalid, none is stored. It stores them for "
-            "any --tenant, which the gateway's PUT /graphs/{name} (the caller's own "
-            "tenant) cannot.",
-            MONGO_DIRECT,
+            "then store them. Through the gateway each file is a PUT /graphs/{name} in "
+            "the caller's tenant (a role in graph_write_roles), stopping at the first "
+            "refused; with --direct for any --tenant, and if one is invalid none is stored.",
+            GATEWAY_OR_MONGO,
         ),
     )
     register.add_argument("files", nargs="*", type=Path, metavar="FILE")
     register.add_argument(
         "--examples", action="store_true", help="also register the bundled example graphs"
     )
-    register.add_argument("--tenant", default="default", help="owning tenant (default: default)")
+    register.add_argument(
+        "--tenant",
+        default=None,
+        help="owning tenant, with --direct (default: default); the gateway uses the caller's",
+    )
+    add_route_flags(register)
     register.set_defaults(handler=_cmd_graphs_register)
 
     listing = actions.add_parser(
@@ -210,8 +249,8 @@ def _add_graphs(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 def _cmd_graphs_register(args: argparse.Namespace) -> int:
     import asyncio
 
+    from spindle.cli.stack_settings import cli_settings
     from spindle.shared.contracts.errors import GraphInvalid, InvalidRequest
-    from spindle.shared.platform.settings import get_settings
     from spindle.shared.store.graph_registry import load_graph_file, register_graphs
     from spindle.worker.examples import examples_with_origin
 
@@ -228,18 +267,45 @@ def _cmd_graphs_register(args: argparse.Namespace) -> int:
             problems.append(exc.detail)
     if problems:
         raise GraphInvalid("\n".join(problems))
-    names = asyncio.run(register_graphs(get_settings(), specs, tenant_id=args.tenant))
+    if through_gateway(args):
+        names = _register_through_gateway(args, specs)
+    else:
+        tenant = args.tenant or "default"
+        names = asyncio.run(register_graphs(cli_settings(), specs, tenant_id=tenant))
     print(f"registered {len(names)} graph(s): {', '.join(names)}")
     return 0
+
+
+def _register_through_gateway(args: argparse.Namespace, specs: list[Any]) -> list[str]:
+    """PUT each spec to the gateway, in order; stops at the first refused, naming
+    what was registered before it."""
+    from spindle.shared.contracts.errors import InvalidRequest, SpindleError
+
+    if args.tenant is not None:
+        raise InvalidRequest(
+            "--tenant needs --direct: through the gateway a graph is registered in the "
+            "caller's own tenant"
+        )
+    names: list[str] = []
+    for origin, spec in specs:
+        body = spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+        try:
+            gateway_call(args, "PUT", f"/graphs/{spec.name}", json=body)
+        except SpindleError as exc:
+            done = f" (registered before it: {', '.join(names)})" if names else ""
+            exc.detail = f"{origin}: {exc.detail}{done}"
+            raise
+        names.append(spec.name)
+    return names
 
 
 def _cmd_graphs_list(args: argparse.Namespace) -> int:
     import asyncio
 
-    from spindle.shared.platform.settings import get_settings
+    from spindle.cli.stack_settings import cli_settings
     from spindle.shared.store.graph_registry import list_graphs
 
-    graphs = asyncio.run(list_graphs(get_settings(), tenant_id=args.tenant))
+    graphs = asyncio.run(list_graphs(cli_settings(), tenant_id=args.tenant))
     if args.json:
         import orjson
 
@@ -291,10 +357,37 @@ def _user_error(exc: Exception) -> str | None:
     from spindle.dev.processes import ProcessFailed
     from spindle.shared.contracts.errors import SpindleError
 
+    unreachable = _unreachable(exc)
+    if unreachable is not None:
+        return unreachable
     if isinstance(exc, SpindleError):
         return exc.detail
     if isinstance(exc, DevStackError | ProcessFailed):
         return str(exc)
+    return None
+
+
+def _unreachable(exc: Exception) -> str | None:
+    """A "cannot connect" message naming the setting, its variables and where the
+    value came from (flag, environment, the running dev stack, or the default)."""
+    import httpx
+    from pymongo.errors import ConnectionFailure
+
+    from spindle.cli.stack_settings import cli_settings, connect_hint
+    from spindle.client.errors import ConnectionFailed
+    from spindle.shared.platform.logging_setup import redact_url
+
+    if isinstance(exc, ConnectionFailed | httpx.TransportError):
+        detail = exc.detail if isinstance(exc, ConnectionFailed) else str(exc)
+        return (
+            f"cannot connect to the gateway: {detail} (setting: --url or SPINDLE_URL, "
+            "else the running spindle dev stack's gateway; default http://127.0.0.1:8000)"
+        )
+    # The stores wrap pymongo's error in an Unavailable of their own.
+    cause = exc if isinstance(exc, ConnectionFailure) else exc.__cause__
+    if isinstance(cause, ConnectionFailure):
+        url = redact_url(cli_settings().mongo_url)
+        return f"cannot connect to MongoDB at {url} ({connect_hint('mongo_url')}): {cause}"
     return None
 
 

@@ -57,21 +57,29 @@ def add_runs_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
 
 
 async def _connect(settings: Settings) -> Client:
+    from spindle.cli.stack_settings import connect_hint
+    from spindle.shared.contracts.errors import Unavailable
     from spindle.shared.temporal.client import connect_temporal
 
-    return await connect_temporal(settings)
+    try:
+        return await connect_temporal(settings)
+    except Unavailable as exc:
+        raise Unavailable(
+            f"cannot connect to Temporal at {settings.temporal_address} "
+            f"({connect_hint('temporal_address')}): {exc.__cause__ or exc.detail}"
+        ) from exc
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
     from temporalio.service import RPCError, RPCStatusCode
 
+    from spindle.cli.stack_settings import cli_settings
     from spindle.shared.contracts.errors import NotFound
-    from spindle.shared.platform.settings import get_settings
     from spindle.worker.replay.histories import fetch_history
     from spindle.worker.replay.replayer import replay
 
     async def replayed() -> tuple[int, list[Any]]:
-        client = await _connect(get_settings())
+        client = await _connect(cli_settings())
         try:
             history = await fetch_history(client, args.workflow_id, args.run_id)
         except RPCError as exc:

@@ -27,6 +27,8 @@ from pydantic import BaseModel
 
 from spindle.client.backoff import Random, Sleep
 from spindle.client.config import ClientConfig
+from spindle.client.conversation_calls import USER_INPUT_SIGNAL, ConversationCalls
+from spindle.client.memory_calls import MemoryCalls
 from spindle.client.models import (
     Accepted,
     RunBundle,
@@ -44,10 +46,8 @@ from spindle.client.transport import segment
 from spindle.client.workstream_calls import WorkstreamCalls
 from spindle.shared.contracts.runs import SignalAck, UserInput
 
-USER_INPUT_SIGNAL = "UserInput"
 
-
-class AsyncSpindleClient(WorkstreamCalls):
+class AsyncSpindleClient(ConversationCalls, WorkstreamCalls, MemoryCalls):
     """A client of one Spindle gateway.
 
     Args:

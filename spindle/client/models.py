@@ -21,6 +21,7 @@ from spindle.shared.contracts.messages import (
     CompactMessage,
     to_agent_message,
 )
+from spindle.shared.contracts.run_end import EndedBy
 from spindle.shared.contracts.runs import NodeReport, PendingInput
 
 
@@ -80,6 +81,8 @@ class RunSummary(_Answer):
     context: dict[str, Any] = Field(default_factory=dict)
     output: Any = None
     error: str | None = None
+    ended_by: dict[str, Any] | None = None
+    """Who or what ended a run that did not complete (``EndedBy`` as stored)."""
     current_nodes: list[str] = Field(default_factory=list)
     pending_input: dict[str, Any] | None = None
     created_at: datetime | None = None
@@ -89,6 +92,12 @@ class RunSummary(_Answer):
     trace: dict[str, Any] = Field(default_factory=dict)
     trace_id: str | None = Field(None, alias="traceId")
     traceparent: str | None = None
+    generations: int | None = None
+    """Runs of its continue-as-new chain, recorded when it ended."""
+    node_counts: dict[str, int] | None = None
+    """Node executions by status over the whole run, recorded when it ended."""
+    budget: dict[str, Any] | None = None
+    """The run's budget (limits, usage, exhausted) as recorded when it ended."""
 
 
 class RunPage(_Answer):
@@ -101,14 +110,22 @@ class RunPage(_Answer):
 
 
 class HistoryBudget(_Answer):
-    """How much of Temporal's history limits a run's current execution uses."""
+    """How much of Temporal's history limits a run's current execution uses.
 
-    events: int
-    bytes: int
+    Attributes:
+        events: history length; None once Temporal no longer has the run.
+        bytes: history size; None once Temporal no longer has the run.
+        used: the larger of events/events_limit and bytes/bytes_limit.
+        generations: runs of the continue-as-new chain (1: never continued); None
+            when nothing recorded it.
+    """
+
+    events: int | None = None
+    bytes: int | None = None
     events_limit: int
     bytes_limit: int
-    used: float
-    """The larger of events/events_limit and bytes/bytes_limit."""
+    used: float | None = None
+    generations: int | None = None
 
 
 class RunInfo(_Answer):
@@ -117,8 +134,9 @@ class RunInfo(_Answer):
     Attributes:
         budget: the run's budget and what it has used; None without a budget.
         deadline_at: when the run's deadline falls (ISO 8601); None without one.
-        history: its Temporal history size against the limits; None when
-            Temporal no longer has the run.
+        history: its Temporal history size against the limits, and its
+            generations (also after Temporal forgot the run, from the archive).
+        node_counts: node executions by status over the whole run.
     """
 
     workflow_id: str
@@ -130,6 +148,7 @@ class RunInfo(_Answer):
     current_nodes: list[str] = Field(default_factory=list)
     pending_input: PendingInput | None = None
     node_reports: list[NodeReport] = Field(default_factory=list)
+    node_counts: dict[str, int] | None = None
     input: Any = None
     context: dict[str, Any] | None = None
     output: Any = None
@@ -139,6 +158,8 @@ class RunInfo(_Answer):
     closed_at: datetime | None = None
     budget: BudgetState | None = None
     deadline_at: str | None = None
+    ended_by: EndedBy | None = None
+    """Who or what ended a run that did not complete, and why."""
     history: HistoryBudget | None = None
     temporal_ui_url: str | None = None
     stream_url: str | None = None

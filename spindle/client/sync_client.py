@@ -33,7 +33,7 @@ from spindle.client.models import (
     UploadedFile,
 )
 from spindle.client.stream import MessageStream
-from spindle.shared.contracts.runs import SignalAck
+from spindle.shared.contracts.runs import CompleteAck, SignalAck
 from spindle.shared.contracts.workstreams import (
     LaunchAck,
     SteerAck,
@@ -267,6 +267,32 @@ class SpindleClient:
                 metadata=metadata,
             )
         )
+
+    def send_message(
+        self,
+        run: RunRef,
+        message: str,
+        *,
+        client_message_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        node_id: str | None = None,
+        workstream_id: str | None = None,
+    ) -> SignalAck:
+        """See ``AsyncSpindleClient.send_message``."""
+        return self._loop.run(
+            self.aio.send_message(
+                run,
+                message,
+                client_message_id=client_message_id,
+                metadata=metadata,
+                node_id=node_id,
+                workstream_id=workstream_id,
+            )
+        )
+
+    def complete(self, run: RunRef) -> CompleteAck:
+        """See ``AsyncSpindleClient.complete``."""
+        return self._loop.run(self.aio.complete(run))
 
     def upload_file(
         self,

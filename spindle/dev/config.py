@@ -45,7 +45,20 @@ PORT_OPTIONS: tuple[PortOption, ...] = (
     ),
     PortOption("redis_port", "--redis-port", "SPINDLE_REDIS_PORT", 6380, "embedded Redis"),
     PortOption("mongo_port", "--mongo-port", "SPINDLE_MONGO_PORT", 27018, "embedded MongoDB"),
+    # The worker's own setting (worker_metrics_port); the SDK's metrics take the
+    # next port, which the checks below hold free too.
+    PortOption(
+        "worker_metrics_port",
+        "--metrics-port",
+        "SPINDLE_WORKER_METRICS_PORT",
+        9464,
+        "worker metrics",
+    ),
 )
+# A port option that also takes the port after it (worker metrics: ours, then the SDK's).
+TWO_PORTS = {"worker_metrics_port"}
+# A port option 0 turns off (worker metrics, as ``spindle worker --metrics-port 0``).
+CAN_BE_OFF = {"worker_metrics_port"}
 
 
 @dataclass(frozen=True)
@@ -63,6 +76,7 @@ class DevConfig:
     temporal_ui_port: int = 8233
     redis_port: int = 6380
     mongo_port: int = 27018
+    worker_metrics_port: int = 9464
     redis_url: str | None = None
     mongo_url: str | None = None
     # ``--auth``: authentication on, with a first admin key (spindle.dev.auth).
@@ -119,7 +133,9 @@ def resolve_dev_config(flags: Mapping[str, Any], environ: Mapping[str, str]) -> 
         if flag_value is not None:
             values[option.key] = int(flag_value)
         elif environ.get(option.env):
-            values[option.key] = parse_port(environ[option.env], name=option.env)
+            values[option.key] = parse_port(
+                environ[option.env], name=option.env, zero_is_off=option.key in CAN_BE_OFF
+            )
         else:
             values[option.key] = option.default
     host = flags.get("host") or environ.get(HOST_ENV) or DEFAULT_HOST
@@ -134,16 +150,24 @@ def resolve_dev_config(flags: Mapping[str, Any], environ: Mapping[str, str]) -> 
     )
 
 
-def parse_port(text: str, *, name: str) -> int:
+def parse_port(text: str, *, name: str, zero_is_off: bool = False) -> int:
     """A TCP port number from text.
 
+    Args:
+        text: the flag's or variable's value.
+        name: the flag or variable, for the error.
+        zero_is_off: accept 0 (the part is turned off: worker metrics).
+
     Raises:
-        DevStackError: naming ``name`` when the text is not a port 1-65535.
+        DevStackError: naming ``name`` when the text is not a port 1-65535
+            (or 0 with ``zero_is_off``).
     """
     try:
         port = int(text)
     except ValueError:
         raise DevStackError(f"{name}={text!r} is not a port number") from None
+    if zero_is_off and port == 0:
+        return 0
     if not 1 <= port <= 65535:
         raise DevStackError(f"{name}={port} is not a port number (1-65535)")
     return port
@@ -165,6 +189,14 @@ def port_free(host: str, port: int) -> bool:
     return True
 
 
+def taken_ports(config: DevConfig, option: PortOption) -> list[int]:
+    """The ports ``option`` listens on (none for worker metrics turned off with 0)."""
+    port = int(getattr(config, option.key))
+    if option.key in TWO_PORTS:
+        return [port, port + 1] if port else []
+    return [port]
+
+
 def check_ports_free(config: DevConfig) -> None:
     """Refuse to start when two parts share a port or a port is taken.
 
@@ -176,16 +208,17 @@ def check_ports_free(config: DevConfig) -> None:
     options = config.bound_ports()
     by_port: dict[int, PortOption] = {}
     for option in options:
-        port = getattr(config, option.key)
-        if port in by_port:
-            other = by_port[port]
-            problems.append(
-                f"{other.flag} and {option.flag} are both {port}: give each its own port"
-            )
-        by_port[port] = option
+        for port in taken_ports(config, option):
+            if port in by_port:
+                other = by_port[port]
+                problems.append(
+                    f"{other.flag} and {option.flag} are both {port}: give each its own port"
+                )
+            by_port[port] = option
     for option in options:
-        port = getattr(config, option.key)
-        if not port_free(config.host, port):
+        for port in taken_ports(config, option):
+            if port_free(config.host, port):
+                continue
             hint = ""
             if option.key == "redis_port":
                 hint = " (or set REDIS_URL to use the Redis server already there)"

@@ -39,6 +39,23 @@ def free_port(host: str = "127.0.0.1") -> int:
     raise OSError("no fresh free TCP port after 100 tries")
 
 
+def free_port_pair(host: str = "127.0.0.1") -> int:
+    """A free port P whose P + 1 is free too (worker metrics: ours on P, the SDK's on
+    P + 1); neither is handed out again by ``free_port``."""
+    for _ in range(100):
+        port = free_port(host)
+        if port + 1 in _HANDED_OUT or port >= 65535:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind((host, port + 1))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port + 1)
+        return port
+    raise OSError("no two free TCP ports in a row after 100 tries")
+
+
 def port_open(host: str, port: int) -> bool:
     try:
         with socket.create_connection((host, port), timeout=0.5):

@@ -41,6 +41,7 @@ from spindle.dev.embedded import (
     temporal_dev_server,
 )
 from spindle.dev.processes import ManagedProcess, ProcessFailed, port_open, python_module
+from spindle.dev.state import remove_state, write_state
 from spindle.shared.contracts.errors import SpindleError
 from spindle.shared.platform.settings import Settings
 
@@ -66,6 +67,7 @@ def stack_overrides(config: DevConfig) -> dict[str, Any]:
         "mongo_url": config.effective_mongo_url,
         "gateway_host": config.host,
         "gateway_port": config.gateway_port,
+        "worker_metrics_port": config.worker_metrics_port,
         **auth,
         # Push callbacks to a receiver on this machine are what local development
         # needs; the banner says loopback is allowed (docs/protocols/outbound.md).
@@ -274,8 +276,10 @@ class DevStack:
             ("Temporal (gRPC)", cfg.temporal_address),
             ("Redis", redact_url(cfg.effective_redis_url) + redis_note),
             ("MongoDB", redact_url(cfg.effective_mongo_url) + mongo_note),
+            ("Worker metrics", self._metrics_row()),
             ("Example graphs", ", ".join(self.example_graphs) or "(none)"),
             ("Data and logs", f"{cfg.data_dir.resolve()}"),
+            ("Stack file", f"{cfg.data_dir.resolve() / 'stack.json'} (the spindle CLI reads it)"),
             ("Push callbacks", f"loopback allowed (SPINDLE_OUTBOUND_ALLOW={DEV_OUTBOUND_ALLOW})"),
         ]
         width = max(len(label) for label, _ in rows)
@@ -283,6 +287,13 @@ class DevStack:
         lines += [f"  {label.ljust(width)}  {value}" for label, value in rows]
         lines += ["", *self._auth_lines(), "", "Press Ctrl-C to stop.", ""]
         return "\n".join(lines)
+
+    def _metrics_row(self) -> str:
+        port = self.config.worker_metrics_port
+        if port == 0:
+            return "off"
+        host = self.config.connect_host
+        return f"http://{host}:{port}/metrics (Temporal SDK: http://{host}:{port + 1}/metrics)"
 
     def _auth_lines(self) -> list[str]:
         if self.admin_key is None:
@@ -325,6 +336,8 @@ def run_dev(config: DevConfig, *, out: TextIO | None = None) -> int:
         except (ProcessFailed, DevStackError, SpindleError) as exc:
             stack.say(f"spindle dev: could not start: {exc}")
             return 1
+        # The other spindle commands find this stack through it (spindle.dev.state).
+        write_state(config)
         stack.say(stack.banner())
         dead = stack.watch()
         code = dead.proc.returncode if dead.proc else None
@@ -340,6 +353,7 @@ def run_dev(config: DevConfig, *, out: TextIO | None = None) -> int:
         # A second Ctrl-C must not cut the shutdown short and orphan children.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        remove_state(config.data_dir)
         stack.stop()
         signal.signal(signal.SIGINT, previous_int)
         signal.signal(signal.SIGTERM, previous_term)

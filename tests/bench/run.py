@@ -2,9 +2,9 @@
 
     .venv/bin/python -m tests.bench.run
         [--only nodes|sse|updates|load|workstreams|jsonrpc|telemetry|scale|tokens|browser|redis
-                |history|items|budgets|hitl|fanout|wfstreams|throughput] [--history-nodes 5000]
+                |history|items|budgets|hitl|fanout|wfstreams|throughput|chat] [--history-nodes 5000]
         [--items 10000]
-        [--budget-turns 40] [--hitl-answers 20]
+        [--budget-turns 40] [--hitl-answers 20] [--chat-messages 10000]
         [--items-concurrency 16]
         [--nodes 50] [--messages 300] [--repeat 3] [--load-runs 200] [--load-concurrency N]
         [--ws-launches 20] [--ws-levels 5,10,20,30,40,50,75,100]
@@ -60,6 +60,10 @@ loopback ports, then prints (each section, or those chosen with ``--only``):
 - ``hitl``: a human's answer → the run resumes (takes it and asks the next prompt),
   and the answer's update round trip, each against a bare Temporal Update round
   trip (ratios; see ``tests.bench.hitl``).
+- ``chat``: user message → first STREAMING_CHUNK and → ANSWER vs a bare Temporal
+  Update round trip, the time per message of a long chat (first 100 vs last 100),
+  history bytes per message at message 100 and at the end, and the cost of a
+  summarize step (see ``tests.bench.chat``).
 - ``fanout``: 1,000 SSE viewers of one run through one gateway process vs a raw
   Redis relay to 1,000 subscribers, p50/p99 (see ``tests.bench.fanout``).
 - ``wfstreams``: ``temporalio.contrib.workflow_streams`` vs Spindle's stream at 1,
@@ -100,6 +104,7 @@ from spindle.shared.store.archive import RunArchive
 from spindle.shared.temporal.converter import data_converter
 from tests.bench.browser_latency import bench_browser_latency
 from tests.bench.budgets import bench_budgets
+from tests.bench.chat import bench_chat
 from tests.bench.fanout import bench_fanout
 from tests.bench.floor import (
     BareActivities,
@@ -148,6 +153,7 @@ SECTIONS = (
     "fanout",
     "wfstreams",
     "throughput",
+    "chat",
 )
 
 
@@ -474,6 +480,8 @@ async def _workflow_sections(
         results["throughput"] = await bench_throughput(
             client, settings, runs=args.throughput_runs, concurrency=args.throughput_concurrency
         )
+    if "chat" in chosen:
+        results["chat"] = await bench_chat(client, settings, messages=args.chat_messages)
     return results
 
 
@@ -535,6 +543,7 @@ def main() -> None:
     parser.add_argument(
         "--hitl-answers", type=int, default=20, help="answers timed by the hitl section"
     )
+    parser.add_argument("--chat-messages", type=int, default=10_000, help="the long chat's size")
     parser.add_argument(
         "--items-concurrency", type=int, default=16, help="the map's concurrency (items section)"
     )

@@ -105,6 +105,36 @@ async def test_agent_card_is_public_and_parsed_by_the_sdk(stack: SpindleStack) -
             assert body["capabilities"]["streaming"] is True
 
 
+async def test_the_card_lists_every_graph_the_callers_tenant_can_run(
+    stack: SpindleStack, callers: dict[str, Caller], examples: list[str]
+) -> None:
+    """Fetched with credentials, the card has a skill per registered graph of the
+    caller's tenant (all of them, not a fixed few); anonymous, the generic skills only."""
+    generic = {"run-graph", "tasks.execute"}
+    async with httpx.AsyncClient(timeout=TIMEOUT) as client:
+        resolver = A2ACardResolver(client, stack.base_url)
+        alice, mallory = callers["alice"], callers["mallory"]
+        card = await resolver.get_agent_card(http_kwargs={"headers": alice.headers})
+        registered = await client.get(f"{stack.base_url}/graphs", headers=alice.headers)
+        names = {g["name"] for g in registered.json()["graphs"]}
+        assert len(names) >= len(examples) > 4 and set(examples) <= names
+        assert {s.id for s in card.skills} == generic | names
+        skill = next(s for s in card.skills if s.id == "approval-flow")
+        assert "'graph': 'approval-flow'" in skill.description
+        other = await resolver.get_agent_card(http_kwargs={"headers": mallory.headers})
+        theirs = await client.get(f"{stack.base_url}/graphs", headers=mallory.headers)
+        assert {s.id for s in other.skills} == generic | {
+            g["name"] for g in theirs.json()["graphs"]
+        }
+        anonymous = await resolver.get_agent_card()
+        assert {s.id for s in anonymous.skills} == generic
+        with_key = await client.get(
+            f"{stack.base_url}/.well-known/agent-card.json", headers=alice.headers
+        )
+        assert with_key.headers["cache-control"].startswith("private")
+        assert "authorization" in with_key.headers["vary"].lower()
+
+
 async def test_blocking_send_completes_with_a_result_artifact_and_get_reads_it(
     stack: SpindleStack, callers: dict[str, Caller], examples: list[str]
 ) -> None:

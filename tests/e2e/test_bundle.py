@@ -42,10 +42,13 @@ async def test_a_finished_runs_bundle_has_every_part(
     reported = {r["node_id"]: r for r in bundle["node_reports"]}
     assert reported["keywords"]["status"] == "SUCCESS"
     assert set(reported) == {r["node_id"] for r in bundle["run"]["node_reports"]}
-    # The run's NodeMessages: each report's input and output envelope, in order.
-    envelopes = {
-        r[side]["messageId"] for r in bundle["node_reports"] for side in ("input", "output")
-    }
+    # The run's NodeMessages: each executed node's input and output envelope, in order.
+    # A node the scheduler skipped has a report (SKIPPED, with the reason) but ran nothing.
+    ran = [r for r in bundle["node_reports"] if r["status"] != "SKIPPED"]
+    skipped = [r for r in bundle["node_reports"] if r["status"] == "SKIPPED"]
+    assert [r["node_id"] for r in skipped] == ["summary"]  # a negative text: escalation ran
+    assert all(r["input"] is None and r["output"] is None for r in skipped)
+    envelopes = {r[side]["messageId"] for r in ran for side in ("input", "output")}
     assert [m["messageId"] for m in bundle["trace"]] and {
         m["messageId"] for m in bundle["trace"]
     } == envelopes

@@ -46,6 +46,7 @@ async def test_approval_run_streams_asks_and_completes(
         assert described["pending_input"]["ui_schema"]["required"] == ["decision"]
         assert described["current_nodes"] == ["review"]
         assert [r["node_id"] for r in described["node_reports"]] == ["draft"]
+        assert described["output"] is None, "no output until the run ends (not draft's)"
         assert described["temporal_ui_url"].endswith(f"/workflows/{run['workflow_id']}")
 
         reply = await answer(

@@ -18,6 +18,8 @@ from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
 from spindle.dev.processes import free_port
+from spindle.shared.platform.redis_connect import connect_redis
+from spindle.shared.platform.run_start_permits import decision_key
 from spindle.shared.platform.settings import Settings
 from spindle.shared.store.api_keys import ApiKeyStore
 from tests.e2e.conftest import SpindleStack, example_graph, start_gateway
@@ -226,7 +228,7 @@ async def test_schedule_starts_and_mcp_tool_calls_take_the_run_start_limit(
         assert (await admin.post("/runs", json=start_body())).status_code == 201
 
         now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
-        span = {"start": (now - timedelta(hours=3)).isoformat(), "end": now.isoformat()}
+        span = {"start": (now - timedelta(minutes=90)).isoformat(), "end": now.isoformat()}
         throttled(await admin.post(f"{url}/backfill", json=span), "rate_limit_run_starts")
         throttled(await admin.post(f"{url}/trigger"), "rate_limit_run_starts")
 
@@ -310,3 +312,104 @@ async def test_every_streaming_transport_takes_a_stream_slot(
     await eventually(
         slot_free, what="the A2A stream's slot is given back", timeout=10, interval=0.1
     )
+
+
+async def hourly_schedule(client: httpx.AsyncClient, schedule_id: str) -> str:
+    spec = example_graph("approval-flow")
+    assert (await client.put(f"/graphs/{spec['name']}", json=spec)).status_code in (200, 201)
+    schedule = {
+        "id": schedule_id,
+        "graph": spec["name"],
+        "input": {"topic": "limits"},
+        "interval_seconds": 3600,
+        "paused": True,
+    }
+    assert (await client.post("/schedules", json=schedule)).status_code == 201
+    return f"/schedules/{schedule_id}"
+
+
+def hourly_span(count: int) -> dict[str, str]:
+    """A past span holding exactly ``count`` hourly start times (half an hour of margin)."""
+    last = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=5)
+    start = last - timedelta(hours=count - 1, minutes=30)
+    return {"start": start.isoformat(), "end": (last + timedelta(minutes=30)).isoformat()}
+
+
+async def test_a_backfill_takes_one_permit_per_run_and_is_capped(
+    stack: SpindleStack, tight_gateway: str, unique: str
+) -> None:
+    # Issue 28 (high): a backfill took one permit (none, before) for span / interval runs.
+    owner = await client_of(
+        stack.settings, tight_gateway, f"backfill-{unique}", roles=["graph-editor"]
+    )
+    async with owner:
+        url = await hourly_schedule(owner, f"bf-{unique}")
+        too_many = await owner.post(f"{url}/backfill", json=hourly_span(RUN_STARTS + 1))
+        assert too_many.status_code == 422, too_many.text
+        problem = too_many.json()
+        assert "rate_limit_run_starts" in problem["detail"]  # the cap that binds here
+        assert problem["errors"][0]["rule"] == "max_runs"
+        accepted = await owner.post(f"{url}/backfill", json=hourly_span(RUN_STARTS))
+        assert accepted.status_code == 202, accepted.text
+        assert f"{RUN_STARTS} runs" in accepted.json()["message"]
+        # Both permits went to the backfill's runs: nothing is left for POST /runs.
+        throttled(await owner.post("/runs", json=start_body()), "rate_limit_run_starts")
+
+        async def started() -> bool:
+            return (await owner.get(url)).json()["runs_started"] >= RUN_STARTS
+
+        await eventually(started, what="the backfill's runs", timeout=30, interval=0.2)
+        assert (await owner.get(url)).json()["runs_started"] == RUN_STARTS
+        # The gateway's permits were prepaid for the runs: the worker takes none again
+        # (it would refuse them now), so each runs its graph to the approval it waits on.
+        runs = [r["workflow_id"] for r in (await owner.get(url)).json()["recent_runs"]]
+
+        async def waiting() -> bool:
+            states = [(await owner.get(f"/runs/{wf}")).json()["status"] for wf in runs]
+            assert "failed" not in states, states
+            return states == ["paused"] * RUN_STARTS
+
+        await eventually(waiting, what="the backfill's runs at their approval", timeout=30)
+        redis = connect_redis(stack.settings.redis_url)
+        try:
+            kept = [await redis.get(decision_key(f"backfill-{unique}", wf)) for wf in runs]
+        finally:
+            await redis.aclose()
+        assert [int(k or 0) for k in kept] == [2] * RUN_STARTS, "each run used a prepaid permit"
+
+
+async def test_refused_starts_give_their_permit_back(
+    stack: SpindleStack, tight_gateway: str, unique: str
+) -> None:
+    # Issue 28 (low): starts refused with 422 (or 404) used up the run-start quota.
+    client = await client_of(stack.settings, tight_gateway, f"refund-{unique}")
+    async with client:
+        bad_input = {"graph_spec": example_graph("approval-flow"), "input": {"topic": 7}}
+        for _ in range(RUN_STARTS + 1):
+            assert (await client.post("/runs", json=bad_input)).status_code == 422
+            assert (await client.post("/runs", json={"graph": f"none-{unique}"})).status_code == 404
+        for _ in range(RUN_STARTS):
+            assert (await client.post("/runs", json=start_body())).status_code == 201
+        throttled(await client.post("/runs", json=start_body()), "rate_limit_run_starts")
+
+
+async def test_an_mcp_call_at_the_stream_cap_starts_no_run(
+    stack: SpindleStack, tight_gateway: str, unique: str
+) -> None:
+    # Issue 28 (low): tools/call started its run, then failed on the stream slot.
+    client = await client_of(stack.settings, tight_gateway, f"mcpcap-{unique}", roles=["admin"])
+    async with client:
+        spec = example_graph("approval-flow")
+        assert (await client.put(f"/graphs/{spec['name']}", json=spec)).status_code in (200, 201)
+        run = (await client.post("/runs", json=start_body())).json()
+        url = f"/runs/{run['workflow_id']}/{run['run_id']}/stream"
+        headers = {"Authorization": client.headers["Authorization"]}
+        async with open_sse(client, url) as held:
+            assert held.response.status_code == 200
+            async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+                transport = streamable_http_client(f"{tight_gateway}/mcp", http_client=http)
+                async with Client(transport) as mcp:
+                    with pytest.raises(MCPError) as refused:
+                        await mcp.call_tool(spec["name"], {"topic": "at the cap"})
+        assert "max_streams_per_tenant" in refused.value.message
+        assert (await client.get("/runs")).json()["total"] == 1, "the refused call started nothing"

@@ -111,17 +111,30 @@ async def test_a_prompt_in_the_run_becomes_an_elicitation(
     assert run["status"] == "completed" and run["output"]["decision"] == "approve"
 
 
-async def test_bad_arguments_are_an_mcp_error_and_start_nothing(
-    stack: SpindleStack, callers: dict[str, Caller], examples: list[str]
+async def test_bad_arguments_are_a_tool_error_and_start_nothing(
+    stack: SpindleStack, callers: dict[str, Caller], http: httpx.AsyncClient, unique: str
 ) -> None:
+    # MCP 2025-11-25 (SEP-1303): input validation errors are tool execution errors
+    # (isError) the model can correct; an unknown tool stays a protocol error.
+    graph = {**example_graph("approval-flow"), "name": f"mcp-args-{unique}"}
+    put = await http.put(f"/graphs/{graph['name']}", json=graph)
+    assert put.status_code in (200, 201), put.text
     async with mcp_client(stack, callers["alice"]) as client:
-        with pytest.raises(MCPError) as bad:
-            await client.call_tool("approval-flow", {"audience": "team"})
+        bad = await client.call_tool(graph["name"], {"audience": "team"})
+        wrong_type = await client.call_tool(graph["name"], {"topic": 42})
         with pytest.raises(MCPError) as unknown:
             await client.call_tool("no-such-graph", {})
-    assert bad.value.code == types.INVALID_PARAMS and "topic" in bad.value.message
+    assert bad.is_error and wrong_type.is_error
+    [text] = bad.content
+    assert isinstance(text, types.TextContent)
+    assert f"invalid arguments for tool '{graph['name']}'" in text.text and "topic" in text.text
+    [text] = wrong_type.content
+    assert isinstance(text, types.TextContent) and "topic" in text.text
+    assert bad.meta is not None and bad.meta["spindle/errors"], bad.meta
     assert unknown.value.code == types.INVALID_PARAMS
     assert "unknown tool 'no-such-graph'" in unknown.value.message
+    listed = await http.get("/runs", params={"graph": graph["name"]})
+    assert listed.json()["total"] == 0  # no run started
 
 
 async def test_a_graph_may_name_only_allowed_mcp_servers(

@@ -95,9 +95,12 @@ async def test_pause_unpause_update_and_delete(
     assert paused.status_code == 200, paused.text
     assert paused.json()["paused"] is True
     assert paused.json()["note"] == "holiday"
-    assert (await http.get(f"/schedules/{schedule_id}")).json()["paused"] is True
+    assert paused.json()["next_runs"] == [], "a paused schedule starts nothing"
+    got = (await http.get(f"/schedules/{schedule_id}")).json()
+    assert got["paused"] is True and got["next_runs"] == []
     unpaused = await http.post(f"/schedules/{schedule_id}/unpause")
     assert unpaused.json()["paused"] is False
+    assert unpaused.json()["next_runs"], "an active schedule lists its next start times"
 
     changed = nightly(schedule_id, cron=None, interval_seconds=3600, overlap="buffer_one")
     del changed["id"]
@@ -155,6 +158,9 @@ async def test_a_backfill_starts_the_runs_of_the_span(
         ({"paused": "maybe"}, "paused"),
         ({"input": {"text": ""}}, "text"),
         ({"cron": None}, "interval_seconds"),
+        # No cron starts runs faster than an interval may (once a minute).
+        ({"cron": "@every 1s"}, "cron"),
+        ({"cron": "* * * * * * *"}, "cron"),
     ],
 )
 async def test_bad_input_is_a_422_naming_the_field(
@@ -279,3 +285,19 @@ async def test_the_cli_manages_schedules_through_the_gateway(
     assert f"schedule '{schedule_id}' not found" in missing.stderr
     bad = spindle("create", f"bad-{unique}", "--graph", "pipeline", "--cron", "1 2 3")
     assert bad.returncode == 1 and "cron" in bad.stderr
+
+
+async def test_a_backfill_past_its_run_cap_is_refused_naming_it(
+    http: httpx.AsyncClient, examples: list[str], unique: str
+) -> None:
+    # Issue 28 (high): one backfill could start span / interval runs (44,640 at 31 days).
+    schedule_id = f"cap-{unique}"
+    await create(http, nightly(schedule_id, cron=None, interval_seconds=60, paused=True))
+    end = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(days=1)
+    span = {"start": (end - timedelta(hours=3)).isoformat(), "end": end.isoformat()}
+    reply = await http.post(f"/schedules/{schedule_id}/backfill", json=span)
+    assert reply.status_code == 422, reply.text
+    problem = reply.json()
+    assert "schedule_backfill_max_runs" in problem["detail"]
+    assert (problem["errors"][0]["field"], problem["errors"][0]["rule"]) == ("end", "max_runs")
+    assert (await http.get(f"/schedules/{schedule_id}")).json()["runs_started"] == 0

@@ -12,6 +12,7 @@ import secrets
 import time
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -50,13 +51,21 @@ TENANT_SCOPED = {
     ("GET", "/graphs"),
     ("GET", "/graphs/{name}"),
     ("PUT", "/graphs/{name}"),
+    # The workers' tool catalog: the same for every tenant, but only for callers with a key.
+    ("GET", "/tools"),
     # A conversation id is looked up in the caller's tenant only (docs/conversations.md).
     ("GET", "/conversations/{conversation_id}/runs"),
+    ("GET", "/conversations/{conversation_id}"),
     ("POST", "/schedules"),
     ("GET", "/schedules"),
     # AG-UI (tests/e2e/test_agui.py): threads are per tenant; another's is unknown (404).
     ("POST", "/agui/{graph}"),
     ("GET", "/inbox"),
+    # API keys (tests/e2e/test_api_keys.py): an admin's own tenant's keys only; another
+    # tenant's key is unknown (404), naming another tenant is refused (403).
+    ("POST", "/keys"),
+    ("GET", "/keys"),
+    ("DELETE", "/keys/{key_id}"),
     # MCP (tests/e2e/test_mcp.py): tools are the caller's tenant's graphs; a session
     # is its opener's only (test_an_mcp_session_is_its_openers_only below).
     ("POST", "/mcp"),
@@ -85,6 +94,7 @@ def concrete(path: str, workflow_id: str, run_id: str) -> str:
         "schedule_id": "nightly",
         "node_id": "review",
         "graph": "approval-flow",
+        "key_id": "key-of-nobody",
     }
     if "/files/" in path:
         values["name"] = "notes.txt"
@@ -440,3 +450,57 @@ async def test_a_revoked_key_stops_working(stack: SpindleStack, as_: Any) -> Non
         await eventually(refused, what="the revoked key is refused", timeout=10, interval=0.1)
     finally:
         await keys.close()
+
+
+async def test_only_a_schedules_owner_or_a_schedule_admin_changes_it(
+    as_: Any, examples: list[str], stack: SpindleStack, callers: dict[str, Caller], unique: str
+) -> None:
+    # Issue 28 (medium): any no-role user of the tenant could change anyone's schedule.
+    from spindle.shared.store.api_keys import ApiKeyStore
+
+    keys = ApiKeyStore.from_settings(stack.settings)
+    try:
+        made = await keys.create(
+            tenant_id=callers["alice"].tenant, user_id="dana", roles=["schedule-admin"]
+        )
+    finally:
+        await keys.close()
+    alice, bob, mallory = as_("alice"), as_("bob"), as_("mallory")
+    dana = as_(None)
+    dana.headers["Authorization"] = f"Bearer {made.key}"
+    mine = f"owned-{unique}"
+    body = {"graph": "pipeline", "input": {"text": "x"}, "interval_seconds": 3600}
+    created = await alice.post("/schedules", json={"id": mine, "paused": True, **body})
+    assert created.status_code == 201, created.text
+    assert created.json()["user_id"] == "alice"
+    now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    span = {"start": (now - timedelta(hours=1, minutes=30)).isoformat(), "end": now.isoformat()}
+    changes = [
+        ("PUT", "", {**body, "interval_seconds": 7200}),
+        ("POST", "/pause", None),
+        ("POST", "/unpause", None),
+        ("POST", "/trigger", None),
+        ("POST", "/backfill", span),
+        ("DELETE", "", None),
+    ]
+    for method, suffix, payload in changes:
+        url = f"/schedules/{mine}{suffix}"
+        # bob: same tenant, no role: sees it, may not change it.
+        refused = await bob.request(method, url, json=payload)
+        assert refused.status_code == 403, f"{method} {suffix}: {refused.text}"
+        assert "schedule_admin_roles" in refused.json()["detail"]
+        # mallory: another tenant: the schedule does not exist for her.
+        assert (await mallory.request(method, url, json=payload)).status_code == 404
+    assert (await bob.get(f"/schedules/{mine}")).status_code == 200
+    still = (await alice.get(f"/schedules/{mine}")).json()
+    assert (still["paused"], still["interval_seconds"], still["runs_started"]) == (True, 3600, 0)
+
+    # A schedule admin may replace it; the new graph still runs as its owner.
+    replaced = await dana.put(f"/schedules/{mine}", json={**body, "interval_seconds": 7200})
+    assert replaced.status_code == 200, replaced.text
+    assert (replaced.json()["interval_seconds"], replaced.json()["user_id"]) == (7200, "alice")
+    assert (await as_("carol").post(f"/schedules/{mine}/unpause")).status_code == 200  # admin
+    # The owner may do everything.
+    assert (await alice.post(f"/schedules/{mine}/pause")).status_code == 200
+    assert (await alice.post(f"/schedules/{mine}/trigger")).status_code == 202
+    assert (await alice.delete(f"/schedules/{mine}")).status_code == 204

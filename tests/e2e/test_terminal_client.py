@@ -248,3 +248,54 @@ def test_ctrl_c_at_a_prompt_detaches_and_the_run_goes_on(
     described = spindle(user_env, "runs", "describe", workflow_id)
     assert "status    paused" in described.stdout.splitlines()
     assert spindle(user_env, "runs", "cancel", workflow_id).returncode == 0
+
+
+async def test_chat_holds_a_conversation_with_an_interactive_agent(
+    terminal: list[pexpect.spawn], user_env: dict[str, str]
+) -> None:
+    await asyncio.to_thread(conversation_in_a_terminal, terminal, user_env)
+
+
+def conversation_in_a_terminal(terminal: list[pexpect.spawn], user_env: dict[str, str]) -> None:
+    """The ``chat`` example: three messages typed at its IDLE, each answered, then /done."""
+    chat = spawn(terminal, user_env, "chat", "chat", "--input", '{"message": "what is 2 + 2"}')
+    transcript = io.StringIO()
+    chat.logfile_read = transcript
+    chat.expect(r"run (run-[0-9a-zA-Z-]+) \(chat\)")
+    chat.expect_exact("2 + 2 = 4")
+    for question, answer in [
+        ("what is 3 * 3", "3 * 3 = 9"),
+        ("and 10 - 4", "10 - 4 = 6"),
+        ("thanks, what is 7 + 1", "7 + 1 = 8"),
+    ]:
+        chat.expect_exact("you> ")
+        chat.sendline(question)
+        chat.expect_exact(answer)
+    chat.expect_exact("you> ")
+    chat.sendline("/done")
+    chat.expect("COMPLETE")
+    chat.expect(r"\(completed\)")
+    chat.expect(pexpect.EOF)
+    chat.close()
+    assert chat.exitstatus == 0, transcript.getvalue()[-2000:]
+    shown = [line.rstrip("\r") for line in screen(transcript.getvalue())]
+    assert "Traceback" not in transcript.getvalue()
+    you = [line for line in shown if line.startswith("YOU")]
+    assert [line.split(None, 1)[1] for line in you] == [
+        "what is 3 * 3",
+        "and 10 - 4",
+        "thanks, what is 7 + 1",
+    ]
+
+
+def test_chat_sends_piped_lines_to_an_idle_agent(user_env: dict[str, str]) -> None:
+    done = spindle(
+        user_env, "chat", "chat", "--input", '{"message": "hi"}', stdin="what is 6 * 7\n/done\n"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert any(line.startswith("YOU") and "what is 6 * 7" in line for line in lines)
+    assert any("6 * 7 = 42" in line for line in lines)
+    # The run's COMPLETE (its output may span lines) is the last message.
+    assert any(line.startswith("COMPLETE") for line in lines)
+    assert lines[-1].endswith("(completed)")

@@ -19,8 +19,8 @@ import httpx
 import pytest
 import redis
 
-from spindle.dev.config import PORT_OPTIONS
-from spindle.dev.processes import bin_path, free_port, wait_until
+from spindle.dev.config import PORT_OPTIONS, TWO_PORTS
+from spindle.dev.processes import bin_path, free_port, free_port_pair, wait_until
 from spindle.worker.examples import load_examples
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(240)]
@@ -83,9 +83,16 @@ class DevRun:
         background_job: bool = False,
         extra: tuple[str, ...] = (),
         path: str | None = None,
+        default_data_dir: bool = False,
     ) -> None:
-        self.ports = {option.key: free_port() for option in PORT_OPTIONS}
-        self.data_dir = tmp_path / "data"
+        self.ports = {
+            option.key: free_port_pair() if option.key in TWO_PORTS else free_port()
+            for option in PORT_OPTIONS
+        }
+        # default_data_dir: no --data-dir, so the stack lives in ./.spindle of its cwd,
+        # where the other spindle commands look for it with no variable set.
+        self.data_dir = tmp_path / (".spindle" if default_data_dir else "data")
+        self.cwd = tmp_path
         # The session's fixtures export SPINDLE_* for their own servers: drop them
         # so this stack starts its embedded servers, as on a fresh machine.
         env = {
@@ -97,7 +104,9 @@ class DevRun:
         if path is not None:
             env["PATH"] = path
         flags = [arg for o in PORT_OPTIONS for arg in (o.flag, str(self.ports[o.key]))]
-        argv = [bin_path("spindle"), "dev", "--data-dir", str(self.data_dir), *flags, *extra]
+        self.env = env
+        where = [] if default_data_dir else ["--data-dir", str(self.data_dir)]
+        argv = [bin_path("spindle"), "dev", *where, *flags, *extra]
         if background_job:
             # A shell starts a background job with SIGINT ignored (inherited
             # across exec); `kill -INT` must stop the stack all the same.

@@ -95,4 +95,5 @@ def test_unreachable_mongodb_is_reported(db: str, good_file: Path) -> None:
         "graphs", "register", str(good_file), mongo_url=f"mongodb://127.0.0.1:{free_port()}", db=db
     )
     assert result.returncode == 1
-    assert "cannot reach MongoDB (SPINDLE_MONGO_URL)" in result.stderr
+    assert "cannot connect to MongoDB" in result.stderr
+    assert "setting mongo_url: SPINDLE_MONGO_URL" in result.stderr

@@ -43,6 +43,7 @@ from spindle.worker.contracts import POST_MESSAGE, RECORD_RUN_START, RunNotice, 
 from spindle.worker.examples import load_example
 from spindle.worker.replay.histories import fetch_generations, record_history, save_history
 from spindle.worker.replay.replayer import replay
+from tests.chat_driver import chat_agent_graph, quoted, start_chat
 from tests.integration.held_activity import LOOP_ONCE, HeldActivity, cancel_while_held
 from tests.polling import eventually
 from tests.workflow.loop_and_prompt import LOOP_AND_PROMPT
@@ -263,3 +264,41 @@ async def test_a_run_canceled_inside_its_own_activity_replays(
     assert await replay([(workflow_id, history)]) == []
     if RECORD:
         save_history(history, HISTORIES)
+
+
+async def test_a_chat_over_generations_replays(dev_runner: GraphRunner, settings: Settings) -> None:
+    """An interactive agent that continues as new while idle, messages in every
+    generation (``long-chat``, ``long-chat~2``, …): each generation replays."""
+    workflow_id = "long-chat" if RECORD else f"long-chat-{uuid.uuid4().hex[:8]}"
+    driver, _ = await start_chat(
+        dev_runner.client,
+        chat_agent_graph(),
+        dev_runner.task_queue,
+        redis_url=settings.redis_url,
+        workflow_id=workflow_id,
+        continue_as_new_after_events=100,
+    )
+    texts = [f"chat message {n}" for n in range(14)]
+    try:
+        for n, text in enumerate(texts):
+            exchange = await driver.say(text, client_message_id=f"c-{n}")
+            assert len(exchange.answers) == 1 and quoted(text, exchange.answers[0])
+        result = await driver.complete()
+    finally:
+        await driver.close()
+    assert driver.questions == texts
+    assert result.generation >= 3
+
+    histories = await fetch_generations(dev_runner.client, workflow_id, driver.first_run_id)
+    assert len(histories) == result.generation
+    accepted = [
+        [e.event_type for e in h.events].count(
+            EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
+        )
+        for h in histories
+    ]
+    assert all(accepted[:-1]) and sum(accepted) == len(texts) + 1  # + the COMPLETE
+    assert await replay([(f"{workflow_id} run {i}", h) for i, h in enumerate(histories)]) == []
+    if RECORD:
+        for generation, history in enumerate(histories, start=1):
+            save_history(history, HISTORIES, generation)

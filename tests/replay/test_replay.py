@@ -8,6 +8,7 @@ import pytest
 from temporalio.api.enums.v1 import ParentClosePolicy
 from temporalio.client import WorkflowHistory
 
+from spindle.shared.contracts.runs import USER_MESSAGE_UPDATE
 from spindle.worker.replay.histories import load_history
 from spindle.worker.replay.replayer import main as replay_main
 from spindle.worker.replay.replayer import replay_histories
@@ -30,6 +31,8 @@ def test_every_example_has_a_recorded_history() -> None:
     assert stems >= {"long-loop", "long-loop~2", "long-loop~3"}
     # ... and one whose workstream ran across generations, with the child's history.
     assert stems >= {"long-workstream", "long-workstream~2", "long-workstream.ws-1"}
+    # ... and a chat with an interactive agent that continued as new while idle.
+    assert stems >= {"long-chat", "long-chat~2", "long-chat~3"}
     # ... and runs canceled inside an activity of their own (CANCEL_IN_ACTIVITY_PATCH).
     assert stems >= {"canceled-in-a-notice", "canceled-recording-its-start"}
     for path in history_files():
@@ -65,6 +68,22 @@ def test_a_workstream_launched_in_one_generation_reports_its_end_to_a_later_one(
     ]
     assert "WorkstreamEnded" not in signals(first)
     assert sum(signals(load_history(p)).count("WorkstreamEnded") for p in later) == 1
+
+
+def test_the_recorded_chat_takes_user_messages_in_every_generation() -> None:
+    chat = sorted(HISTORIES.glob("long-chat*.json"))
+    updates = [
+        [
+            e.workflow_execution_update_accepted_event_attributes.accepted_request.input.name
+            for e in load_history(path).events
+            if e.HasField("workflow_execution_update_accepted_event_attributes")
+        ]
+        for path in chat
+    ]
+    assert len(updates) >= 3
+    assert all(USER_MESSAGE_UPDATE in names for names in updates)
+    ended = load_history(chat[0]).events[-1]
+    assert ended.HasField("workflow_execution_continued_as_new_event_attributes")
 
 
 async def test_recorded_histories_replay_with_the_current_workflow() -> None:

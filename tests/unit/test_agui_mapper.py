@@ -239,3 +239,72 @@ def test_event_ids_that_are_not_ours_are_refused(value: str) -> None:
 def test_event_id_parsing() -> None:
     assert parse_event_id(" 12.3 ") == (12, 3)
     assert interrupt_seq("prompt-x") is None and interrupt_seq("other-3") is None
+
+
+def test_the_interrupt_boundary_sends_state_and_messages_snapshots() -> None:
+    sent = [{"id": "u1", "role": "user", "content": "Q3 budget"}]
+    mapper = SegmentMapper(thread_id="th", run_id="r1", workflow_id="wf", start_seq=0, sent=sent)
+    calls = [{"id": "c1", "name": "calculator", "arguments": {"expression": "1+1"}}]
+    messages = [
+        msg(T.THOUGHT, "Let me add.", i="a.1.t1", d={"node_id": "a", "tool_calls": calls}),
+        msg(T.UPDATE, "ran", d={"node_id": "a", "call_id": "c1", "result": "2"}),
+        msg(T.REQUEST_INPUT, "Approve?", d={"node_id": "review", "ui_schema": SCHEMA}),
+    ]
+    events = mapper.opening()
+    for seq, message in enumerate(messages, start=1):
+        events += mapper.feed(seq, message)
+    events += mapper.finish()
+    check_rules(events)
+    state, snapshot, finished = (e.body for e in events[-3:])
+    assert (state["type"], snapshot["type"]) == ("STATE_SNAPSHOT", "MESSAGES_SNAPSHOT")
+    assert finished["outcome"]["type"] == "interrupt"
+    assert state["snapshot"]["status"] == "input_required"
+    assert state["snapshot"]["steps"] == {
+        "a": {"status": "finished"},
+        "review": {"status": "finished"},
+    }
+    assert state["snapshot"]["pendingInput"] == {"interruptId": interrupt_id(3)}
+    user, assistant, tool = snapshot["messages"]
+    assert user == sent[0]
+    assert assistant["role"] == "assistant" and assistant["content"] == "Let me add."
+    assert assistant["toolCalls"][0]["function"] == {
+        "name": "calculator",
+        "arguments": '{"expression":"1+1"}',
+    }
+    assert (tool["role"], tool["toolCallId"], tool["content"]) == ("tool", "c1", "2")
+
+
+def test_an_idle_agent_ends_the_agui_run_after_the_message_it_was_sent() -> None:
+    idle = msg(T.IDLE, "waiting for your message", d={"node_id": "chat", "waiting_for": []})
+    children = msg(T.IDLE, "waiting for ws-1", d={"node_id": "chat", "waiting_for": ["ws-1"]})
+    # A first AG-UI run: the agent's answer, then IDLE for the user.
+    mapper, events = segment([msg(T.ANSWER, "42", d={"node_id": "chat"}), children, idle])
+    check_rules(events)
+    assert mapper.end == SegmentEnd.IDLE and len(events) > 3
+    assert events[-1].body == {
+        "type": "RUN_FINISHED",
+        "threadId": "th",
+        "runId": "r1",
+        "outcome": {"type": "success"},
+    }
+    # An AG-UI run that sent a message: an IDLE before its echo does not end it.
+    mapper = SegmentMapper(
+        thread_id="th", run_id="r2", workflow_id="wf", start_seq=10, awaits="agui-r2"
+    )
+    later = [
+        msg(T.ANSWER, "earlier answer", d={"node_id": "chat"}),
+        idle,
+        msg(T.QUESTION, "and 2 + 3", d={"node_id": "chat", "client_message_id": "agui-r2"}),
+        msg(T.ANSWER, "5", d={"node_id": "chat"}),
+        idle,
+    ]
+    events = mapper.opening()
+    for seq, message in enumerate(later, start=11):
+        events += mapper.feed(seq, message)
+        if mapper.end is not None:
+            events += mapper.finish()
+            break
+    check_rules(events)
+    assert mapper.end == SegmentEnd.IDLE and events[-1].seq == 15
+    texts = [e.body["delta"] for e in events if e.body["type"] == "TEXT_MESSAGE_CONTENT"]
+    assert texts == ["earlier answer", "5"]

@@ -122,3 +122,32 @@ def test_spend_metrics_count_per_tenant_and_graph() -> None:
     assert value("agent_llm_tokens_total", tenant="t-unit", graph="g-unit", kind="completion") >= 3
     assert value("agent_tool_calls_total", tenant="t-unit", graph="g-unit") >= 4
     assert value("agent_llm_cost_usd_total", tenant="t-unit", graph="g-unit") >= 0.5
+
+
+def test_tool_calls_are_admitted_and_counted_before_they_start_never_past_the_cap() -> None:
+    budget = meter(max_tool_calls=3)
+    assert budget.admit_tools(2) == 2
+    assert budget.usage().tool_calls == 2, "counted when admitted"
+    assert budget.admit_tools(5) == 1, "only what is left"
+    assert budget.admit_tools(1) == 0
+    assert budget.usage().tool_calls == 3
+    budget.check_batch(4)  # pause: the calls over the allowance wait, nothing raised here
+    unlimited = BudgetMeter(None, None, _never)
+    assert unlimited.admit_tools(50) == 50
+
+
+def test_with_on_exhausted_fail_a_batch_over_what_is_left_fails_before_any_call() -> None:
+    budget = meter(max_tool_calls=2, on_exhausted="fail")
+    budget.check_batch(2)
+    assert budget.admit_tools(1) == 1
+    with pytest.raises(ApplicationError) as failed:
+        budget.check_batch(2)
+    assert "budget exhausted: max_tool_calls reached (1 of 2; 2 tool calls asked)" in str(
+        failed.value
+    )
+    assert budget.usage().tool_calls == 1, "nothing of the refused batch was counted"
+    tokens = meter(max_llm_tokens=10, on_exhausted="fail")
+    tokens.llm_used(TurnUsage(prompt_tokens=11))
+    with pytest.raises(ApplicationError, match="max_llm_tokens"):
+        tokens.check_batch(1)
+    assert tokens.admit_tools(1) == 0, "the token cap holds tool calls too"

@@ -12,15 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from spindle.cli.main import build_parser, environ_with_dotenv, main
+from spindle.cli.main import build_parser, main
+from spindle.cli.stack_settings import environ_with_dotenv
 from spindle.dev.config import (
     PORT_OPTIONS,
     DevConfig,
     DevStackError,
     check_ports_free,
     resolve_dev_config,
+    taken_ports,
 )
-from spindle.dev.processes import free_port
+from spindle.dev.processes import free_port, free_port_pair
 from spindle.dev.stack import DevStack, child_env
 from spindle.shared.contracts.errors import OutboundRefused
 from spindle.shared.platform.outbound import outbound_policy
@@ -92,6 +94,26 @@ def test_bad_port_flag_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> N
     assert "--gateway-port" in capsys.readouterr().err
 
 
+def test_dev_metrics_port_zero_turns_the_metrics_off() -> None:
+    """``spindle dev --metrics-port 0`` is accepted as ``spindle worker``'s is:
+    no metrics port is checked and the banner says "off"."""
+    from_flag = resolve_dev_config(dev_flags("--metrics-port", "0"), {})
+    from_env = resolve_dev_config(dev_flags(), {"SPINDLE_WORKER_METRICS_PORT": "0"})
+    worker = build_parser().parse_args(["worker", "--metrics-port", "0"])
+
+    assert from_flag.worker_metrics_port == from_env.worker_metrics_port == 0
+    assert worker.metrics_port == 0
+    option = next(o for o in PORT_OPTIONS if o.key == "worker_metrics_port")
+    assert taken_ports(from_flag, option) == []
+    stack = DevStack(from_flag)
+    assert stack._metrics_row() == "off"
+    # Other ports keep refusing 0, and metrics a negative port.
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["dev", "--metrics-port", "-1"])
+    with pytest.raises(DevStackError, match="SPINDLE_REDIS_PORT=0"):
+        resolve_dev_config(dev_flags(), {"SPINDLE_REDIS_PORT": "0"})
+
+
 def test_redis_and_mongo_urls_replace_the_embedded_servers() -> None:
     plain = resolve_dev_config(
         dev_flags(), {"REDIS_URL": "redis://cache:6379/2", "MONGO_URL": "mongodb://db:27017"}
@@ -107,6 +129,7 @@ def test_redis_and_mongo_urls_replace_the_embedded_servers() -> None:
         "gateway_port",
         "temporal_port",
         "temporal_ui_port",
+        "worker_metrics_port",
     ]
     assert prefixed.effective_redis_url == "redis://cache:6379/3"
     assert "mongo_port" in [o.key for o in prefixed.bound_ports()]
@@ -119,6 +142,7 @@ def test_taken_port_is_refused_naming_its_flag_and_variable(listening: int) -> N
         temporal_ui_port=free_port(),
         redis_port=listening,
         mongo_port=free_port(),
+        worker_metrics_port=free_port_pair(),
     )
     with pytest.raises(DevStackError) as refused:
         check_ports_free(config)
@@ -136,6 +160,7 @@ def test_a_port_held_by_an_external_server_is_not_checked(listening: int) -> Non
         temporal_ui_port=free_port(),
         redis_port=listening,
         mongo_port=free_port(),
+        worker_metrics_port=free_port_pair(),
         redis_url=f"redis://127.0.0.1:{listening}/0",
     )
     check_ports_free(config)
@@ -149,6 +174,7 @@ def test_two_parts_on_one_port_are_refused() -> None:
         temporal_ui_port=port,
         redis_port=free_port(),
         mongo_port=free_port(),
+        worker_metrics_port=free_port_pair(),
     )
     with pytest.raises(DevStackError, match="--gateway-port and --temporal-ui-port are both"):
         check_ports_free(config)
@@ -173,6 +199,8 @@ def test_spindle_dev_on_a_taken_port_fails_before_starting_anything(
             str(free_port()),
             "--mongo-port",
             str(free_port()),
+            "--metrics-port",
+            str(free_port_pair()),
         ]
     )
 

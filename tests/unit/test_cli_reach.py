@@ -17,17 +17,18 @@ MONGO = "MongoDB"
 SERVERS = "Temporal, Redis and MongoDB"
 OWN_SERVERS = "its own servers"
 OFFLOADED = "MongoDB, for offloaded payloads"
+ADMIN = "the gateway, else MongoDB with --direct"
 
 # Which subcommand talks to what. A new subcommand fails the test until it is here.
 REACHES = {
     "dev": (OWN_SERVERS,),
     "worker": (SERVERS,),
     "gateway": (SERVERS,),
-    "graphs register": (MONGO,),
+    "graphs register": (ADMIN,),
     "graphs list": (MONGO,),
-    "keys create": (MONGO,),
-    "keys list": (MONGO,),
-    "keys revoke": (MONGO,),
+    "keys create": (ADMIN,),
+    "keys list": (ADMIN,),
+    "keys revoke": (ADMIN,),
     "runs replay": (TEMPORAL, OFFLOADED),
     "runs timeline": (GATEWAY,),
     "runs list": (GATEWAY,),
@@ -63,6 +64,12 @@ SAYS = {
     ],
     OWN_SERVERS: ["Starts its own servers"],
     OFFLOADED: ["offloaded are read from MongoDB (SPINDLE_MONGO_URL"],
+    ADMIN: [
+        "Goes through the gateway when one is known",
+        "SPINDLE_URL",
+        "--direct",
+        "talks to MongoDB directly (SPINDLE_MONGO_URL",
+    ],
 }
 
 

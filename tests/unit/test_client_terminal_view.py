@@ -156,6 +156,24 @@ def test_workstream_deadline_bars_follow_the_list_and_the_warnings() -> None:
     assert len(row) == 59 and row.endswith("…"), "a live row never wraps"
 
 
+def test_final_lines_wrap_at_word_boundaries_on_a_tty() -> None:
+    words = "the quick brown fox jumps over the lazy dog while Spindle keeps its runs durable"
+    chat, out = view(live=True, width=40)
+    chat.show(message(T.ANSWER, f"{words}\nsecond", workstream_id="ws-1"))
+    shown = [row for row in screen(out.getvalue()) if row]
+    indent = " " * len("[ws-1] ANSWER     ")
+    assert shown[0].startswith("[ws-1] ANSWER     the quick")
+    assert all(len(row) <= 39 for row in shown), shown
+    assert all(row.startswith(indent) for row in shown[1:]), "continuations keep the indent"
+    # Every word arrives whole: the rows' words are the text's words, in order.
+    assert " ".join(" ".join(shown).split()[2:]) == f"{words} second"
+    assert shown[-1] == f"{indent}second"
+    # Without a TTY a line stays whole (pipes, files).
+    plain, plain_out = view(live=False, width=40)
+    plain.show(message(T.ANSWER, words))
+    assert plain_out.getvalue() == f"ANSWER     {words}\n"
+
+
 def test_fields_come_from_the_ui_schema() -> None:
     schema = {
         "type": "object",

@@ -187,3 +187,18 @@ def test_a_shared_budget_bounds_many_evaluations_together() -> None:
         for _ in range(MAX_EVALUATION_STEPS):
             evaluate("a[*]", item, budget=budget)
     assert evaluate("a[*]", item) == list(range(1000))  # alone, well within
+
+
+def test_a_node_budget_bounds_evaluations_and_templates_together() -> None:
+    from spindle.shared.graphs.expressions import EvaluationBudget, ExpressionBudgetSpent
+
+    budget = EvaluationBudget(limit=5_000, owner="node 'n'", setting="SPINDLE_X", yield_every=100)
+    data = {"a": list(range(1000))}
+    evaluate("a[*]", data, budget=budget)  # ~2,000 steps: fine alone
+    render_template("{{ a[*] }}", data, budget=budget)  # the template spends from it too
+    with pytest.raises(ExpressionBudgetSpent) as spent:
+        evaluate("a[*]", data, budget=budget)
+    assert "node 'n' spent its expression budget of 5000 evaluation steps" in str(spent.value)
+    assert "SPINDLE_X" in str(spent.value)
+    assert (spent.value.limit, spent.value.setting) == (5_000, "SPINDLE_X")
+    assert evaluate("a[*]", data) == list(range(1000))  # a fresh budget: fine

@@ -90,6 +90,78 @@ def test_structure_errors_come_first() -> None:
     assert errors_of(exc)[0]["rule"] == "dangling_edge"
 
 
+def test_every_fault_is_reported_in_one_answer() -> None:
+    """A dangling edge, an unreachable node, an unknown type, bad params and an
+    unbounded loop: each reported, none hiding another (issue 29, authoring)."""
+    spec = graph(
+        {"id": "a", "type": "agent", "params": {"max_turns": 0}},
+        {"id": "b", "type": "teleport"},
+        {"id": "c", "type": "tool", "params": {"tool": "nope"}},
+        {"id": "island", "type": "output"},
+        edges=[
+            {"from": "a", "to": "b"},
+            {"from": "b", "to": "ghost"},
+            {"from": "b", "to": "c"},
+            {"from": "c", "to": "a"},
+        ],
+    )
+    with pytest.raises(ExecutorNotFound) as exc:
+        validate_graph(spec, TOOLS, max_node_visits=10)
+    found = {(e["node"], e["field"], e["rule"]) for e in errors_of(exc)}
+    assert found == {
+        ("ghost", "edges[1].to", "dangling_edge"),
+        ("island", None, "unreachable_node"),
+        ("a", "edges[3]", "unbounded_cycle"),
+        ("b", "type", "unknown_node_type"),
+        ("a", "params.max_turns", "greater_than_equal"),
+        ("c", "params.tool", "unknown_tool"),
+    }
+    assert all(set(e) == {"node", "field", "rule", "message"} for e in errors_of(exc))
+
+
+def test_a_missing_entry_skips_only_what_needs_the_entry() -> None:
+    spec = parse_graph(
+        {
+            "name": "g",
+            "entry": "start",
+            "nodes": [
+                {"id": "a", "type": "output"},
+                {"id": "a", "type": "agent", "params": {"temperature": 9}},
+            ],
+            "edges": [{"from": "start", "to": "a"}],
+        }
+    )
+    with pytest.raises(GraphInvalid) as exc:
+        validate_graph(spec, TOOLS)
+    rules = sorted((e["field"], e["rule"]) for e in errors_of(exc))
+    assert rules == [
+        ("edges[0].from", "dangling_edge"),
+        ("entry", "missing_entry"),
+        ("id", "duplicate_node_id"),
+        ("params.temperature", "less_than_equal"),
+    ]
+
+
+def test_visit_cap_is_checked_beside_a_dangling_edge() -> None:
+    spec = graph(
+        {"id": "a", "type": "output", "max_visits": 500},
+        {"id": "b", "type": "output"},
+        edges=[
+            {"from": "a", "to": "b"},
+            {"from": "b", "to": "a", "max_iterations": 400},
+            {"from": "b", "to": "ghost"},
+        ],
+    )
+    with pytest.raises(GraphInvalid) as exc:
+        validate_graph(spec, TOOLS, max_node_visits=100)
+    found = {(e["node"], e["rule"]) for e in errors_of(exc)}
+    assert found == {
+        ("ghost", "dangling_edge"),
+        ("a", "exceeds_max_node_visits"),
+        ("b", "exceeds_max_node_visits"),
+    }
+
+
 def test_bad_builtin_params_name_node_and_field() -> None:
     spec = graph({"id": "ask", "type": "agent", "params": {"max_turns": 0, "colour": "red"}})
     with pytest.raises(GraphInvalid) as exc:

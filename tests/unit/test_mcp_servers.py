@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from spindle.shared.contracts.errors import GraphInvalid, ToolError
 from spindle.shared.contracts.graph_spec import GraphSpec
 from spindle.shared.graphs.node_params import AgentParams
-from spindle.shared.platform.mcp_servers import check_graph_mcp_servers
+from spindle.shared.platform.mcp_servers import check_graph_mcp_servers, check_run_mcp_servers
 from spindle.shared.platform.outbound import OutboundPolicy
 from spindle.worker.tools.mcp_client import McpTool, check_arguments, split_name
 
@@ -100,3 +100,48 @@ def test_tool_names_and_argument_checks() -> None:
     check_arguments(tool, {"n": 1})
     with pytest.raises(ToolError, match=r"n: 'x' is not of type 'integer'"):
         check_arguments(tool, {"n": "x"})
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127\u30020\u30020\u30021/mcp",  # ideographic full stops
+        "http://169\uff0e254\uff0e169\uff0e254/mcp",  # fullwidth full stops
+        "http://localhost\uff61/mcp",  # halfwidth ideographic full stop
+    ],
+)
+def test_idna_full_stops_do_not_hide_a_refused_host(url: str) -> None:
+    # Issue 28 (low): the gateway read "127。0。0。1" as a name, DNS reads it as 127.0.0.1.
+    with pytest.raises(GraphInvalid) as refused:
+        check(graph({"name": "x", "url": url}))
+    assert refused.value.errors[0]["field"] == "params.mcp_servers[0].url"
+
+
+def test_servers_taken_from_the_input_are_checked_at_start() -> None:
+    # Issue 28 (low): `inputs: {mcp_servers: input.servers}` went unchecked until the worker.
+    spec = GraphSpec.model_validate(
+        {
+            "name": "g",
+            "entry": "a",
+            "nodes": [{"id": "a", "type": "agent", "inputs": {"mcp_servers": "input.servers"}}],
+        }
+    )
+    policy = OutboundPolicy.parse("")
+    bad = {"input": {"servers": [{"name": "x", "url": "http://127.0.0.1:9/mcp"}]}}
+    with pytest.raises(GraphInvalid) as refused:
+        check_run_mcp_servers(spec, bad, stdio_commands=ALLOWED, policy=policy)
+    assert refused.value.errors[0]["field"] == "inputs.mcp_servers[0].url"
+    shell = {"input": {"servers": [{"name": "x", "command": "sh", "args": ["-c", "id"]}]}}
+    with pytest.raises(GraphInvalid):
+        check_run_mcp_servers(spec, shell, stdio_commands=ALLOWED, policy=policy)
+    fine = {"input": {"servers": [{"name": "x", "url": "https://mcp.example.com/mcp"}]}}
+    check_run_mcp_servers(spec, fine, stdio_commands=ALLOWED, policy=policy)
+    # Read from later state (null at start): left to the worker, which checks as resolved.
+    later = GraphSpec.model_validate(
+        {
+            "name": "g",
+            "entry": "a",
+            "nodes": [{"id": "a", "type": "agent", "inputs": {"mcp_servers": "b.servers"}}],
+        }
+    )
+    check_run_mcp_servers(later, {"input": {}}, stdio_commands=ALLOWED, policy=policy)

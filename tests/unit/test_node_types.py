@@ -23,7 +23,7 @@ from spindle.shared.graphs.validation import validate_graph
 from spindle.worker.contracts import policies
 from spindle.worker.offerings import build_catalog, load_node_types
 from spindle.worker.registry import spec_of
-from spindle.worker.workflows.run_engine import NODE_RUNNERS, RunEngine
+from spindle.worker.workflows.node_runners import RUNNERS, NodeRunners
 
 pytestmark = pytest.mark.unit
 
@@ -114,11 +114,11 @@ def test_agent_turns_retry_with_the_agent_spec() -> None:
 
 
 def test_every_run_kind_has_a_workflow_handler() -> None:
-    assert set(NODE_RUNNERS) == set(RunKind)
+    assert set(RUNNERS) == set(RunKind)
     for spec in SPECS:
-        runner = NODE_RUNNERS[spec.runs]
+        runner = RUNNERS[spec.runs]
         assert inspect.iscoroutinefunction(runner)
-        assert getattr(RunEngine, runner.__name__) is runner
+        assert getattr(NodeRunners, runner.__name__) is runner
 
 
 @pytest.mark.parametrize(

@@ -9,15 +9,18 @@ The first word of the task picks the behaviour:
 - anything else: completes at once with ``done: <task>``.
 
 An interactive child answers each ``Message`` with a progress signal and ends
-on ``Stop``. Every signal it gets is logged with its workflow time (query
-``stub_log``).
+on ``Stop``. A stopped child tells its parent (``WorkstreamEnded``) as the real
+child does: a parent generation that took it over learns its end that way.
+Every signal it gets is logged with its workflow time (query ``stub_log``).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, Field
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from spindle.shared.contracts.workstreams import (
@@ -35,6 +38,9 @@ with workflow.unsafe.imports_passed_through():
         WorkstreamPhase,
         WorkstreamState,
     )
+
+with workflow.unsafe.imports_passed_through():
+    from spindle.worker.workflows.workstreams.child_progress import tell_parent_ended
 
 STUB_LOG_QUERY = "stub_log"
 PARTIAL = "partial: two of three sources read"
@@ -85,6 +91,16 @@ class StubWorkstream:
 
     async def _progress(self, iteration: int, message: str) -> None:
         parent = workflow.get_external_workflow_handle(self._data.parent_workflow_id)
+        try:
+            await self._signal_progress(parent, iteration, message)
+        except FailureError as exc:
+            # As the real child: a parent between two generations (continue-as-new) may
+            # be out of reach for a moment; progress is best effort.
+            workflow.logger.info("progress %d not delivered: %s", iteration, exc)
+
+    async def _signal_progress(
+        self, parent: workflow.ExternalWorkflowHandle[Any], iteration: int, message: str
+    ) -> None:
         await parent.signal(
             WORKSTREAM_PROGRESS_SIGNAL,
             Progress(
@@ -105,7 +121,9 @@ class StubWorkstream:
         if word in ("slow", "stubborn"):
             await self._progress(1, PARTIAL)
             await workflow.wait_condition(lambda: self._stop is not None and word == "slow")
-            return self._ended(PARTIAL, iterations=1)
+            outcome = self._ended(PARTIAL, iterations=1)
+            await tell_parent_ended(self._data.parent_workflow_id, outcome)
+            return outcome
         return WorkstreamOutcome(
             launch_id=data.launch_id,
             state=WorkstreamState.COMPLETED,
@@ -118,7 +136,11 @@ class StubWorkstream:
         while True:
             await workflow.wait_condition(lambda: self._stop is not None or bool(self._inbox))
             if self._stop is not None:
-                return self._ended(f"answered {answered} message(s)", iterations=answered)
+                # As the real child: a parent generation that took it over learns its end
+                # from this signal (it has no handle to await).
+                outcome = self._ended(f"answered {answered} message(s)", iterations=answered)
+                await tell_parent_ended(self._data.parent_workflow_id, outcome)
+                return outcome
             message = self._inbox.pop(0)
             answered += 1
             await self._progress(answered, f"reply to {message.text}")

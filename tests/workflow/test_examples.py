@@ -224,7 +224,9 @@ async def test_cancel_while_waiting_terminates_the_run(
 
     messages = await runner.messages(handle.id)
     assert messages[-1]["t"] == M.TERMINATED
-    assert messages[-1]["d"] == {"status": "canceled"}
+    assert messages[-1]["d"]["status"] == "canceled"
+    # Cancelled through the Temporal client: the operator is named (docs/protocols/outbound.md).
+    assert messages[-1]["d"]["ended_by"]["kind"] == "operator"
     assert M.COMPLETE not in types_of(messages)
     described = await runner.describe(handle)
     assert described.status is RunStatus.CANCELED

@@ -492,8 +492,10 @@ async def test_interactive_continue_as_new_keeps_its_state(harness: Harness) -> 
         handle, "third answer", lambda s: s.last_answer == "answer to: Which word?"
     )
     after = harness.llm.requests[child_id][-1].messages
+    # The conversation is the child's memory; its system prompt restates the standing
+    # instructions (docs/conversations.md, Memory).
     assert [m.content for m in after if m.role in ("user", "system")] == [
-        "You are a careful assistant.",
+        f"You are a careful assistant.\n\n{STANDING_HEADER}\nConstraint (steer s-1): Be brief.",
         "Remember the code word.",
         "Constraint (steer s-1): Be brief.",
         "The word is kiwi.",

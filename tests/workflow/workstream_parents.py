@@ -145,15 +145,17 @@ async def parents_with_stub_children(
     bus: MessageBus,
     archive: RunArchive,
     task_queue: str | None = None,
+    provider: OfflineProvider | None = None,
     **worker_options: Any,
 ) -> AsyncIterator[Parents]:
     """A worker running ``GraphRun`` with the stub child, on a task queue of its own
-    (``task_queue``: to stand a worker up again on the queue of an earlier one)."""
+    (``task_queue``: to stand a worker up again on the queue of an earlier one;
+    ``provider``: the offline model, e.g. one that streams slowly)."""
     task_queue = task_queue or f"wsp-{uuid.uuid4().hex[:10]}"
     posts = PostRecorder(LifecycleActivities(bus, archive, settings=settings))
     activities = [
         fn
-        for fn in build_activities(bus, archive, OfflineProvider(), settings=settings)
+        for fn in build_activities(bus, archive, provider or OfflineProvider(), settings=settings)
         if fn.__name__ != "post_message"
     ]
     worker = Worker(

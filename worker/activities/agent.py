@@ -26,12 +26,16 @@ from spindle.shared.contracts.errors import (
 )
 from spindle.shared.contracts.messages import AgentMessageType
 from spindle.shared.contracts.runs import NodeStatus
+from spindle.shared.graphs.expressions import DEFAULT_NODE_STEPS
 from spindle.shared.graphs.node_params import AgentParams
 from spindle.shared.graphs.node_types import AGENT
 from spindle.shared.platform import metrics
 from spindle.shared.platform.logging_setup import bind_activity_log_context
 from spindle.shared.platform.settings import Settings
+from spindle.shared.store.agent_memory import AgentMemory
 from spindle.shared.store.conversations import ConversationStore, conversation_key
+from spindle.shared.store.file_store import FileStore
+from spindle.worker.activities.agent_memory import MemoryKeeper, Remembered, merge_usage
 from spindle.worker.activities.heartbeat import heartbeating
 from spindle.worker.activities.recorder import (
     build_report,
@@ -53,6 +57,8 @@ from spindle.worker.contracts import (
 )
 from spindle.worker.contracts.param_resolution import (
     invalid_params,
+    node_budget,
+    off_loop,
     resolve_params,
     validate_params,
 )
@@ -66,11 +72,19 @@ from spindle.worker.llm.base import (
 )
 from spindle.worker.llm.chunk_batcher import ChunkBatcher
 from spindle.worker.llm.prompting import with_opening
+from spindle.worker.llm.structured_output import (
+    answer_problems,
+    canonical,
+    output_invalid,
+    retry_messages,
+    with_schema_note,
+)
 from spindle.worker.llm.token_relay import relay_tokens
 from spindle.worker.posting.chunk_poster import ChunkPoster
 from spindle.worker.posting.poster import MessagePoster
 from spindle.worker.tools.mcp_client import McpToolCache, split_name
 from spindle.worker.tools.registry import get_tool
+from spindle.worker.tools.run_files import RunFiles, reading_files
 
 if TYPE_CHECKING:
     from spindle.shared.bus.message_bus import MessageBus
@@ -79,10 +93,13 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def agent_params(execution: NodeExecution) -> AgentParams:
-    """The agent node's params, resolved and validated (``InvalidParams`` if bad)."""
+def agent_params(execution: NodeExecution, steps: int | None = None) -> AgentParams:
+    """The agent node's params, resolved and validated (``InvalidParams`` if bad),
+    its templates within ``steps`` evaluation steps together (the
+    ``expression_node_steps`` setting; None: its default)."""
     node = execution.node
-    raw = resolve_params(node, execution.state, templates=AGENT.templates)
+    budget = node_budget(node.id, steps or DEFAULT_NODE_STEPS)
+    raw = resolve_params(node, execution.state, templates=AGENT.templates, budget=budget)
     return validate_params(node, raw, AgentParams)
 
 
@@ -133,6 +150,26 @@ async def _run_tool(params: AgentParams, call: ToolCall, cache: McpToolCache) ->
     return await get_tool(call.name).call(call.arguments)
 
 
+def _prompt_of(messages: list[ChatMessage], remembered: bool) -> dict[str, Any] | None:
+    """The report's input: the user prompt (with a memory: the latest user message)."""
+    if remembered:
+        users = [m for m in messages if m.role == "user"]
+        return {"prompt": users[-1].content} if users else None
+    return {"prompt": messages[1].content} if len(messages) > 1 else None
+
+
+def _noted(messages: list[ChatMessage], params: AgentParams) -> list[ChatMessage]:
+    """The request's messages; with ``output_schema``, the model is told the schema."""
+    if params.output_schema is None:
+        return messages
+    return with_schema_note(messages, params.output_schema)
+
+
+def _output(params: AgentParams, answer: str) -> Any:
+    """The node's output: the answer, or with ``output_schema`` its parsed JSON."""
+    return orjson.loads(answer) if params.output_schema is not None else answer
+
+
 def _json(value: Any) -> str:
     return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
 
@@ -161,6 +198,10 @@ class AgentActivities(RunActivities):
         self.mcp = mcp if mcp is not None else McpToolCache(settings)
         self.llm = llm
         self.conversations = ConversationStore(bus.redis, settings.history_ttl_days * 86_400)
+        self.memory = MemoryKeeper(
+            AgentMemory(bus.redis, settings.history_ttl_days * 86_400), llm, settings
+        )
+        self.files = FileStore(archive.database) if archive is not None else None
 
     async def _conversation(self, turn: LlmTurnInput) -> list[ChatMessage]:
         """The whole conversation so far: stored earlier messages, then the new ones."""
@@ -199,9 +240,11 @@ class AgentActivities(RunActivities):
         await self.tasks.node_started(execution)
         if turn.turn == 1:
             await self.recorder.node_started(execution)  # currentNodeId in the archive
-        params = agent_params(execution)
+        # Its templates off the event loop: other runs' activities go on meanwhile.
+        params = await off_loop(agent_params, execution, self.settings.expression_node_steps)
+        messages, remembered = await self._messages_for(turn, params, poster)
         request = LlmRequest(
-            messages=with_opening(params, execution.state, await self._conversation(turn)),
+            messages=_noted(messages, params),
             tools=tool_specs(execution, params.tools) + await mcp_tool_specs(params, self.mcp),
             model=params.model,
             temperature=params.temperature,
@@ -220,6 +263,14 @@ class AgentActivities(RunActivities):
             details["usage"] = response.usage.model_dump()
         details["llm_ms"] = llm_ms
         usage = self._usage(execution, response)
+        if params.output_schema is not None and not message.tool_calls:
+            message, usage = await self._structured(turn, params, request, message, usage)
+        if remembered is not None:
+            # An attempt left behind must not overwrite the reply the run goes on with.
+            await poster.check_current()
+            await self.memory.keep_reply(remembered, message)
+            if remembered.summary is not None:
+                usage = merge_usage(usage, self._usage(execution, remembered.summary))
 
         if message.tool_calls:
             names = ", ".join(c.name for c in message.tool_calls)
@@ -240,20 +291,64 @@ class AgentActivities(RunActivities):
             execution,
             NodeStatus.SUCCESS,
             duration_ms=elapsed_ms_since(execution.started_at),
-            output=answer,
+            output=_output(params, answer),
         )
         await self.recorder.save_report(
             execution,
             report,
             input=input_envelope(
                 execution,
-                {"prompt": request.messages[1].content} if len(request.messages) > 1 else None,
+                _prompt_of(request.messages, remembered is not None),
             ),
-            output=output_envelope(execution, answer),
+            output=output_envelope(execution, _output(params, answer)),
         )
         await poster.archive()
-        await self.tasks.node_finished(execution, answer)
+        await self.tasks.node_finished(execution, _output(params, answer))
         return LlmTurnResult(message=message, final=True, report=report, usage=usage)
+
+    async def _messages_for(
+        self, turn: LlmTurnInput, params: AgentParams, poster: MessagePoster
+    ) -> tuple[list[ChatMessage], Remembered | None]:
+        """What the model is given this turn, and the agent's memory when it has one."""
+        if turn.memory_key is None:
+            state = turn.execution.state
+            return with_opening(params, state, await self._conversation(turn)), None
+        # The agent's memory under its context policy (docs/conversations.md, Memory).
+        remembered = await self.memory.prepare(turn, params, poster)
+        return remembered.messages, remembered
+
+    async def _structured(
+        self,
+        turn: LlmTurnInput,
+        params: AgentParams,
+        request: LlmRequest,
+        message: ChatMessage,
+        usage: TurnUsage | None,
+    ) -> tuple[ChatMessage, TurnUsage | None]:
+        """A final answer checked against ``params.output_schema``: asked once more with
+        the violations, then ``AgentOutputInvalid`` (docs/graphs/node-types.md)."""
+        schema = params.output_schema or {}
+        node = turn.execution.node
+        value, problems = answer_problems(schema, message.content or "")
+        if problems:
+            retry = request.model_copy(
+                update={"messages": retry_messages(request.messages, message, problems)}
+            )
+            try:
+                async with heartbeating(node.id, turn.turn):
+                    response = await self._ask(retry, self._poster(turn.execution.run))
+            except LlmRefused as exc:
+                raise to_application_error(exc) from exc
+            usage = merge_usage(usage, self._usage(turn.execution, response))
+            message = response.message.model_copy(update={"role": "assistant"})
+            value, problems = answer_problems(schema, message.content or "")
+            if message.tool_calls:
+                problems = [
+                    {"field": "output", "rule": "final", "message": "output: tools asked again"}
+                ]
+            if problems:
+                raise to_application_error(output_invalid(node.id, problems))
+        return message.model_copy(update={"content": canonical(value)}), usage
 
     def _usage(self, execution: NodeExecution, response: LlmResponse) -> TurnUsage | None:
         """The turn's tokens and cost (priced here, so the workflow counts a recorded figure)."""
@@ -289,10 +384,16 @@ class AgentActivities(RunActivities):
                 "arguments": call.arguments,
             },
         )
-        params = agent_params(execution)
+        params = await off_loop(agent_params, execution, self.settings.expression_node_steps)
+        run = execution.run
+        files = RunFiles(
+            self.files, run.tenant_id, run.workflow_id, self.settings.read_file_max_bytes
+        )
         try:
-            async with heartbeating(execution.node.id, call.id):
-                result = await _run_tool(params, call, self.mcp)
+            # read_file reads only this run's files (worker/tools/run_files.py).
+            with reading_files(files):
+                async with heartbeating(execution.node.id, call.id):
+                    result = await _run_tool(params, call, self.mcp)
         except ToolError as exc:
             outcome = ToolCallResult(
                 call_id=call.id, name=call.name, content=_json({"error": str(exc)}), ok=False

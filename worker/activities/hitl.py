@@ -106,7 +106,7 @@ class HitlActivities(RunActivities):
                 # Who may answer and until when: what a client shows next to the form.
                 **pending.model_dump(
                     mode="json",
-                    include={"expires_at", "on_expiry", "assignees", "roles"},
+                    include={"expires_at", "on_expiry", "assignees", "roles", "on_cancel"},
                     exclude_defaults=True,
                 ),
             },

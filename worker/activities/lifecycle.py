@@ -10,11 +10,12 @@ from spindle.shared.contracts.messages import AgentMessageType
 from spindle.shared.contracts.runs import RunStatus
 from spindle.shared.platform import metrics
 from spindle.shared.store.prompts import PromptStore
+from spindle.shared.store.run_trace import NodeFinished
 from spindle.shared.tasks.webhooks import bounded_output
 from spindle.worker.activities.hitl import kept_if_possible
 from spindle.worker.activities.recorder import summarize
 from spindle.worker.activities.run_activities import RunActivities
-from spindle.worker.activities.run_webhooks import notify_webhook
+from spindle.worker.activities.run_webhooks import ended_data, notify_webhook, run_end
 from spindle.worker.contracts import (
     FINISH_RUN,
     POST_MESSAGE,
@@ -41,6 +42,8 @@ class LifecycleActivities(RunActivities):
         poster = self._poster(finish.run)
         await poster.announce_retry("finishing the run")
         status = finish.status
+        # Who or what ended a run that did not complete, and the reason in a sentence.
+        error, ended_by = await run_end(self.bus, finish)
         if status == RunStatus.COMPLETED:
             await poster.post(
                 AgentMessageType.COMPLETE,
@@ -56,16 +59,23 @@ class LifecycleActivities(RunActivities):
         else:
             await poster.post(
                 AgentMessageType.TERMINATED,
-                f"Run {status.value}" + (f": {finish.error}" if finish.error else ""),
-                details={"status": status.value},
+                f"Run {status.value}" + (f": {error}" if error else ""),
+                details={"status": status.value, **ended_data(error, ended_by)},
             )
         fields: dict[str, Any] = {
             "status": status.value,
             "output": finish.output,
-            "error": finish.error,
+            "error": error,
+            "ended_by": ended_by.model_dump(mode="json") if ended_by is not None else None,
             "current_nodes": [],
             "pending_input": None,
         }
+        if finish.budget is not None:
+            fields["budget"] = finish.budget.model_dump(mode="json")
+        if finish.generations is not None:  # a run recorded before these says nothing
+            fields["generations"] = finish.generations
+        if finish.node_counts is not None:
+            fields["node_counts"] = finish.node_counts
         if self.archive is not None and finish.prompts_asked:
             # A finished run answers no prompt: out of every inbox.
             await kept_if_possible(
@@ -73,7 +83,9 @@ class LifecycleActivities(RunActivities):
             )
         await poster.check_current()
         ticket = await self.recorder.archive_later(
-            self.recorder.run_update(finish.run, **fields), poster.archive_op()
+            *_decided(finish),
+            self.recorder.run_update(finish.run, **fields),
+            poster.archive_op(),
         )
         # The nodes' archive writes went to the archiver; a run that has ended is
         # archived whole (MongoDB up), so wait for it here, once per run.
@@ -81,7 +93,8 @@ class LifecycleActivities(RunActivities):
         # Task runs: every task still active gets its end, the root the run's.
         if finish.tracks_tasks:
             await self.tasks.run_finished(finish.run, status=status.value, error=finish.error)
-        await notify_webhook(self.bus, finish.run, status.value, _outcome(finish))
+        outcome = {**_outcome(finish), **ended_data(error, ended_by)}
+        await notify_webhook(self.bus, finish.run, status.value, outcome)
         # Last, so that a retried attempt that failed before here is not counted twice.
         metrics.run_finished(finish.run.workflow_id, status.value)
         return Empty()
@@ -95,6 +108,18 @@ class LifecycleActivities(RunActivities):
         return Empty()
 
 
+def _decided(finish: RunFinish) -> list[NodeFinished]:
+    """The reports the workflow made (skipped, reused, workstream nodes): no activity
+    archived them (docs/graphs/long-runs.md#after-the-end)."""
+    run = finish.run
+    return [
+        NodeFinished(
+            workflow_id=run.workflow_id, run_id=run.run_id, stream_id=run.stream_id, report=report
+        )
+        for report in finish.decided
+    ]
+
+
 def _outcome(finish: RunFinish) -> dict[str, Any]:
     """What a run's closing webhook says besides its ids."""
     data: dict[str, Any] = {"status": finish.status.value}
@@ -102,4 +127,7 @@ def _outcome(finish: RunFinish) -> dict[str, Any]:
         data.update(bounded_output(finish.output))
     elif finish.error:
         data["error"] = finish.error
+    if finish.budget is not None:
+        # Limits, usage and the cap reached, as the run ended (docs/graphs/budgets.md).
+        data["budget"] = finish.budget.model_dump(mode="json")
     return data

@@ -25,7 +25,12 @@ from spindle.shared.contracts.errors import NodeFailed, to_application_error
 from spindle.shared.contracts.graph_spec import NodeSpec
 from spindle.shared.contracts.messages import AgentMessageType
 from spindle.shared.contracts.runs import NodeStatus
-from spindle.shared.graphs.expressions import ExpressionError, evaluate
+from spindle.shared.graphs.expressions import (
+    EvaluationBudget,
+    ExpressionBudgetSpent,
+    ExpressionError,
+    evaluate,
+)
 from spindle.shared.graphs.node_params import MapParams
 from spindle.shared.platform import metrics
 from spindle.shared.platform.logging_setup import bind_activity_log_context
@@ -35,7 +40,7 @@ from spindle.shared.store.file_store import FileStore
 from spindle.shared.store.item_pages import INPUT, RESULTS, STATE, ItemStore, items_key
 from spindle.worker.activities.heartbeat import heartbeating
 from spindle.worker.activities.nodes import as_node_result
-from spindle.worker.activities.recorder import build_report, output_envelope
+from spindle.worker.activities.recorder import build_report, elapsed_ms_since, output_envelope
 from spindle.worker.activities.run_activities import RunActivities
 from spindle.worker.contracts import (
     COLLECT_ITEMS,
@@ -50,7 +55,12 @@ from spindle.worker.contracts import (
     RunRef,
 )
 from spindle.worker.contracts.param_resolution import (
+    budget_spent,
+    has_expressions,
     invalid_params,
+    is_budget_spent,
+    node_budget,
+    off_loop,
     resolve_params,
     validate_params,
 )
@@ -66,6 +76,8 @@ if TYPE_CHECKING:
 Item = dict[str, Any]
 PAGE_IO = 8  # pages a plan writes, or a collection reads, at once
 STATES_CACHED = 8  # maps running at once on one worker whose state stays in memory
+# A page's later part writes as a later "attempt": first item * this + its attempt.
+PART_ATTEMPTS = 1_000_000
 
 
 def item_id(value: Any, index: int) -> str:
@@ -157,11 +169,10 @@ class ItemActivities(RunActivities):
         """
         node = execution.node
         bind_activity_log_context(node_id=node.id, node_type=node.type)
-        params = validate_params(node, resolve_params(node, execution.state), MapParams)
-        try:
-            values = evaluate(params.over, execution.state)
-        except ExpressionError as exc:
-            raise _bad_over(node, str(exc)) from exc
+        # The map's one expression budget: its params and ``over`` here, then its
+        # items' share each batch (docs/graphs/index.md#expression-limits).
+        budget = node_budget(node.id, self.settings.expression_node_steps)
+        params, values = await off_loop(_planned, node, execution.state, budget)
         if values is None:
             values = []  # nothing to map over (a missing key): an empty map, not an error
         if not isinstance(values, list):
@@ -191,7 +202,9 @@ class ItemActivities(RunActivities):
             details={"node_id": node.id, "total": len(values), "batch_size": pages},
         )
         await poster.archive()
-        return ItemPlan(total=len(values), pages=pages, batch_size=size)
+        return ItemPlan(
+            total=len(values), pages=pages, batch_size=size, expression_steps=budget.remaining
+        )
 
     @activity.defn(name=RUN_ITEM_BATCH)
     async def run_item_batch(self, batch: ItemBatch) -> ItemBatchDone:
@@ -203,8 +216,12 @@ class ItemActivities(RunActivities):
         key = _key(execution)
         state = await self._state(store, key)
         values = await store.get(key, INPUT, batch.page)
+        # A page split at a budget cap runs in parts (docs/graphs/budgets.md).
+        end = len(values) if batch.count is None else batch.first + batch.count
+        values = values[batch.first : end]
         runner = _ItemRunner(batch, state, self.bus, files, self.settings.max_message_bytes)
-        first = batch.page * batch.plan.batch_size
+        runner.expressions = _batch_budget(batch, len(values), self.settings.expression_node_steps)
+        first = batch.page * batch.plan.batch_size + batch.first
         gate = asyncio.Semaphore(batch.concurrency)
 
         async def one(index: int, value: Any) -> Item:
@@ -212,11 +229,17 @@ class ItemActivities(RunActivities):
                 return await runner.run(index, value)
 
         async with heartbeating(f"{node.id} batch {batch.page + 1}"):
-            results = await asyncio.gather(*(one(first + i, v) for i, v in enumerate(values)))
+            ran = await asyncio.gather(*(one(first + i, v) for i, v in enumerate(values)))
+        if runner.spent is not None:
+            raise runner.spent  # the map's expression budget: the node fails, not an item
+        metrics.tool_called(execution.run.tenant_id, execution.run.graph_name, len(ran))
+        failed = sum(1 for result in ran if "error" in result)
+        part_counts = {"succeeded": len(ran) - failed, "failed": failed}
+        results = await _with_earlier_parts(store, key, batch, ran)
         failed = sum(1 for result in results if "error" in result)
         counts = {"succeeded": len(results) - failed, "failed": failed}
-        metrics.tool_called(execution.run.tenant_id, execution.run.graph_name, len(results))
-        attempt = activity.info().attempt
+        # A later part of a page replaces the earlier parts' page (it holds them too).
+        attempt = batch.first * PART_ATTEMPTS + activity.info().attempt
         await store.put(key, RESULTS, batch.page, results, attempt=attempt, counts=counts)
         # Progress over every batch stored so far: batches finish in any order.
         pages = await store.counts(key, RESULTS)
@@ -238,7 +261,7 @@ class ItemActivities(RunActivities):
             },
         )
         await poster.archive()
-        return ItemBatchDone(**counts)
+        return ItemBatchDone(**part_counts)
 
     @activity.defn(name=COLLECT_ITEMS)
     async def collect_items(self, collection: ItemCollection) -> NodeOutcome:
@@ -277,7 +300,10 @@ class ItemActivities(RunActivities):
         report = build_report(
             execution,
             status,
-            duration_ms=(time.monotonic() - started) * 1000,
+            # The map's whole time since it started (plan, batches, this collection),
+            # as its live report says, not this activity's alone.
+            duration_ms=elapsed_ms_since(execution.started_at)
+            or (time.monotonic() - started) * 1000,
             output={"succeeded": total - failed, "failed": failed},
             error=error,
         )
@@ -317,6 +343,10 @@ class _ItemRunner:
         )
         self.poster = _MutedPoster(bus, execution.run, max_message_bytes=max_message_bytes)
         self._type: NodeType | None = None
+        # Shared by every item of the batch (``_batch_budget``); ``spent`` holds the
+        # failure once it ran out, which fails the batch and so the map.
+        self.expressions = EvaluationBudget()
+        self.spent: BaseException | None = None
 
     async def run(self, index: int, value: Any) -> Item:
         """The item: ``{"id", "data"}`` (and ``binary``), or ``{"id", "error"}``."""
@@ -325,7 +355,13 @@ class _ItemRunner:
         try:
             node_type = self._type or get_node_type(self.node.type)
             self._type = node_type
-            raw = resolve_params(self.node, scope, templates=node_type.templates)
+            templates = node_type.templates
+            if has_expressions(self.node, templates):
+                raw = await off_loop(
+                    resolve_params, self.node, scope, templates=templates, budget=self.expressions
+                )
+            else:
+                raw = resolve_params(self.node, scope, templates=templates)
             params: Any = raw
             if node_type.params is not None:
                 params = validate_params(self.node, raw, node_type.params)
@@ -336,10 +372,13 @@ class _ItemRunner:
                 run=self.run_ref,
                 poster=self.poster,
                 visit=self.visit,
+                expressions=self.expressions,
             )
             result = as_node_result(await node_type.run(ctx), self.node.type)
             return await self._item(identifier, index, result.data)
         except Exception as exc:  # an item's failure is the item's, not the batch's
+            if is_budget_spent(exc) and self.spent is None:
+                self.spent = exc  # ... but the map's budget is the map's
             return {"id": identifier, "error": {"message": error_text(exc), "nodeId": self.map_id}}
 
     async def _item(self, identifier: str, index: int, data: Any) -> Item:
@@ -370,6 +409,41 @@ class _ItemRunner:
             "sha256": stored.sha256,
             "content_type": stored.content_type,
         }
+
+
+async def _with_earlier_parts(
+    store: ItemStore, key: str, batch: ItemBatch, ran: list[Item]
+) -> list[Item]:
+    """A part's results after the page's earlier parts' (run before it, in order)."""
+    if batch.first == 0:
+        return ran
+    earlier: list[Item] = await store.get(key, RESULTS, batch.page)
+    # Only the items before this part: a retried part may find its own results there.
+    return earlier[: batch.first] + ran
+
+
+def _planned(
+    node: NodeSpec, state: dict[str, Any], budget: EvaluationBudget
+) -> tuple[MapParams, Any]:
+    """The map's params and the value of its ``over``, against its expression budget."""
+    params = validate_params(node, resolve_params(node, state, budget=budget), MapParams)
+    try:
+        return params, evaluate(params.over, state, budget=budget)
+    except ExpressionBudgetSpent as exc:
+        raise budget_spent(node.id, exc) from exc
+    except ExpressionError as exc:
+        raise _bad_over(node, str(exc)) from exc
+
+
+def _batch_budget(batch: ItemBatch, items: int, node_steps: int) -> EvaluationBudget:
+    """The share of the map's expression budget for ``items`` of its items: what its
+    plan left, in proportion, so that all its batches together spend no more."""
+    plan = batch.plan
+    left = node_steps if plan.expression_steps is None else plan.expression_steps
+    share = left * items // max(plan.total, 1)
+    node_id = batch.execution.node.id
+    owner = f"node '{node_id}' (its batch {batch.page + 1} of {plan.pages})"
+    return node_budget(node_id, share, owner=owner)
 
 
 def _key(execution: NodeExecution) -> str:

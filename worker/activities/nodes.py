@@ -18,6 +18,7 @@ from temporalio import activity
 from spindle.shared.contracts.errors import ExecutorNotFound, to_application_error
 from spindle.shared.contracts.graph_spec import NodeSpec
 from spindle.shared.contracts.runs import NodeStatus
+from spindle.shared.graphs.expressions import EvaluationBudget
 from spindle.shared.graphs.node_types import TOOL
 from spindle.shared.platform import metrics
 from spindle.shared.platform.logging_setup import bind_activity_log_context
@@ -31,7 +32,13 @@ from spindle.worker.activities.recorder import (
 from spindle.worker.activities.run_activities import RunActivities
 from spindle.worker.contracts import EXECUTE_NODE, NodeExecution, NodeOutcome
 from spindle.worker.contracts.envelope import NodeMessage
-from spindle.worker.contracts.param_resolution import resolve_params, validate_params
+from spindle.worker.contracts.param_resolution import (
+    has_expressions,
+    node_budget,
+    off_loop,
+    resolve_params,
+    validate_params,
+)
 from spindle.worker.posting.poster import MessagePoster
 from spindle.worker.registry import (
     ClosingPost,
@@ -103,7 +110,13 @@ class NodeActivities(RunActivities):
         poster = self._poster(execution.run)
         await poster.announce_retry(f"node {node.id}")
         node_type = registered_type(node)
-        raw_params, ctx = node_context(execution, node_type, poster)
+        # One expression budget for everything this execution evaluates: its params
+        # here, then its filter items, routes or templates (docs/graphs/index.md).
+        budget = node_budget(node.id, self.settings.expression_node_steps)
+        if has_expressions(node, node_type.templates):
+            raw_params, ctx = await off_loop(node_context, execution, node_type, poster, budget)
+        else:
+            raw_params, ctx = node_context(execution, node_type, poster, budget)
         envelope_in = input_envelope(execution, raw_params)
         await self.tasks.node_started(execution)
         recording_start = NodeStartRecord(self.recorder, execution)
@@ -195,15 +208,22 @@ def registered_type(node: NodeSpec) -> NodeType:
 
 
 def node_context(
-    execution: NodeExecution, node_type: NodeType, poster: MessagePoster
+    execution: NodeExecution,
+    node_type: NodeType,
+    poster: MessagePoster,
+    budget: EvaluationBudget,
 ) -> tuple[dict[str, Any], NodeContext]:
     """The node's resolved params (before validation) and the context it runs with.
 
+    ``budget`` is the execution's expression budget: its params spend from it first,
+    and the context hands the rest to the node (``NodeContext.expressions``).
+
     Raises:
-        ApplicationError: ``InvalidParams`` when the params do not resolve or validate.
+        ApplicationError: ``InvalidParams`` when the params do not resolve or validate;
+            ``ExpressionBudgetSpent`` when their evaluation spends ``budget``.
     """
     node = execution.node
-    raw_params = resolve_params(node, execution.state, templates=node_type.templates)
+    raw_params = resolve_params(node, execution.state, templates=node_type.templates, budget=budget)
     params: Any = raw_params
     if node_type.params is not None:
         params = validate_params(node, raw_params, node_type.params)
@@ -214,5 +234,6 @@ def node_context(
         run=execution.run,
         poster=poster,
         visit=execution.visit,
+        expressions=budget,
     )
     return raw_params, ctx

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from spindle.shared.contracts.budgets import TurnUsage
+from spindle.shared.contracts.budgets import BudgetState, TurnUsage
 from spindle.shared.contracts.graph_spec import NodeSpec
 from spindle.shared.contracts.runs import NodeReport, PendingInput, RunStatus, UserInput
 from spindle.shared.graphs.node_params import InlineNode
@@ -80,6 +80,16 @@ class LlmTurnInput(BaseModel):
         None, description="the loop's id in the conversation store; None: messages are all"
     )
     stored: int = Field(0, ge=0, description="messages before these, in the conversation store")
+    memory_key: str | None = Field(
+        None,
+        description="the agent's memory in the run (``<node>``, or ``<node>.<visit>`` per "
+        "visit): the conversation is its memory log under the context policy "
+        "(spindle.shared.store.agent_memory); None: the per-loop store as before",
+    )
+    thread: str | None = Field(
+        None,
+        description="the run's conversation id: the memory is the thread's, shared by its runs",
+    )
 
 
 class LlmTurnResult(BaseModel):
@@ -146,6 +156,19 @@ class RunFinish(BaseModel):
     tracks_tasks: bool = Field(
         True, description="the run is a task run (``tasks.execute``): end its tasks"
     )
+    budget: BudgetState | None = Field(
+        None, description="the run's budget as it ended (kept on its document and webhook)"
+    )
+    generations: int | None = Field(
+        None, description="runs of its continue-as-new chain (kept on its document)"
+    )
+    node_counts: dict[str, int] | None = Field(
+        None, description="node executions by status over the whole run (kept on its document)"
+    )
+    decided: list[NodeReport] = Field(
+        default_factory=list,
+        description="reports no activity archived (skipped, reused, workstream nodes)",
+    )
 
 
 class Empty(BaseModel):
@@ -204,6 +227,11 @@ class ItemPlan(BaseModel):
     total: int
     pages: int
     batch_size: int
+    expression_steps: int | None = Field(
+        None,
+        description="the map's expression budget left after its plan, shared by its items "
+        "(each batch takes its items' share); None: the worker's expression_node_steps",
+    )
 
 
 class ItemBatch(BaseModel):
@@ -218,6 +246,12 @@ class ItemBatch(BaseModel):
     page: int
     plan: ItemPlan
     concurrency: int = Field(ge=1, description="items of this batch in flight at once")
+    first: int = Field(
+        0, ge=0, description="the page's first item to run (a page split at a budget cap)"
+    )
+    count: int | None = Field(
+        None, ge=1, description="items to run from ``first``; None: the rest of the page"
+    )
 
 
 class ItemBatchDone(BaseModel):
@@ -245,3 +279,20 @@ class RunStart(BaseModel):
     user_id: str | None = None
     input: Any = None
     context: dict[str, Any] = Field(default_factory=dict)
+    scheduled_by: str | None = Field(
+        None,
+        description="the schedule that started the run: its run-start permit is taken "
+        "(or its prepaid one used); None in histories recorded before permits",
+    )
+
+
+class RunStartAdmission(BaseModel):
+    """Output of ``record_run_start``: whether the run may run its graph.
+
+    Histories recorded before run-start permits hold an empty result: admitted.
+    """
+
+    admitted: bool = True
+    error: str | None = Field(
+        None, description="why not: the limit and its setting (docs/schedules.md)"
+    )

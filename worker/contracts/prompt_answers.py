@@ -62,7 +62,9 @@ def message_form(schema: dict[str, Any], message: str) -> dict[str, Any] | None:
     return parsed
 
 
-def resolve_answer(pending: PendingInput, user_input: UserInput) -> dict[str, Any]:
+def resolve_answer(
+    pending: PendingInput, user_input: UserInput, *, blank_required: bool = False
+) -> dict[str, Any]:
     """The answer object for ``pending`` from ``user_input``, validated.
 
     ``user_input.data`` is the structured answer. When only ``message`` is sent
@@ -70,6 +72,14 @@ def resolve_answer(pending: PendingInput, user_input: UserInput) -> dict[str, An
     (:func:`message_form`); else when the prompt's schema has exactly one required
     string property, the message fills it; a message with no data for any other
     schema is validated as an empty object, so the error names the required fields.
+
+    A required text field is an answer only when it holds some text: ``""`` (or
+    only whitespace) is refused naming the field, unless the schema lists ``""``
+    itself (``enum`` / ``const``).
+
+    Args:
+        blank_required: take a blank required text field (only for runs that
+            accepted one before the rule existed, so their histories replay).
 
     Returns:
         The answer object, valid against ``pending.ui_schema``.
@@ -103,12 +113,42 @@ def resolve_answer(pending: PendingInput, user_input: UserInput) -> dict[str, An
         )
 
     errors = extra_fields(schema, answer) + answer_errors(schema, answer)
+    if not blank_required:
+        errors += blank_required_text(schema, answer)
     if errors:
         summary = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
         raise InputInvalid(
             f"invalid answer for prompt '{pending.node_id}': {summary}", errors=errors
         )
     return answer
+
+
+def blank_required_text(schema: dict[str, Any], answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """A ``required`` rule error for each required text field left blank.
+
+    JSON Schema takes ``""`` for a required string; a person asked for text who
+    sends none has not answered (docs/graphs/node-types.md, prompt).
+    """
+    required = schema.get("required")
+    properties = schema.get("properties")
+    if not isinstance(required, list) or not isinstance(properties, dict):
+        return []
+    out = []
+    for name in required:
+        value = answer.get(name) if isinstance(name, str) else None
+        prop = properties.get(name)
+        if not isinstance(value, str) or value.strip() or not isinstance(prop, dict):
+            continue
+        if "" in (prop.get("enum") or []) or prop.get("const") == "":
+            continue  # the schema itself offers the empty text as a choice
+        out.append(
+            {
+                "field": json_path([name]),
+                "rule": "required",
+                "message": f"'{name}' is required and may not be blank",
+            }
+        )
+    return out
 
 
 def answer_errors(schema: dict[str, Any], answer: Any) -> list[dict[str, Any]]:

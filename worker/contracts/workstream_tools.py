@@ -1,5 +1,5 @@
 """The workstream tools as the model sees them: ``launch_workstream``, ``steer_workstream``,
-``message_workstream``, ``terminate_workstream``.
+``message_workstream``, ``terminate_workstream``, ``wait_workstreams``.
 
 The ``llm_turn`` activity shows the model these specs for the names an agent node
 lists; the workflow answers the calls (``spindle.worker.workflows.workstreams.parent_tools``).
@@ -15,6 +15,8 @@ from spindle.shared.contracts.workstreams import (
     MESSAGE_WORKSTREAM_TOOL,
     STEER_WORKSTREAM_TOOL,
     TERMINATE_WORKSTREAM_TOOL,
+    WAIT_MAX_SECONDS,
+    WAIT_WORKSTREAMS_TOOL,
     SteerCommand,
 )
 from spindle.worker.llm.base import ToolSpec
@@ -26,7 +28,11 @@ WORKSTREAM_TOOL_SPECS: dict[str, ToolSpec] = {
         name=LAUNCH_WORKSTREAM_TOOL,
         description=(
             "Launch a sub-agent (workstream) that works on a task in the background. "
-            "Returns its launch_id at once; its result arrives later as a system message."
+            "Returns its launch_id at once; when it ends, its result (summary and "
+            "artifact names) is given to you as a system message starting "
+            "'[workstream result]' before your next step. If you answer while it still "
+            "runs, you wait for it and then continue (unless you launched it with "
+            "wait: false)."
         ),
         parameters={
             "type": "object",
@@ -46,6 +52,12 @@ WORKSTREAM_TOOL_SPECS: dict[str, ToolSpec] = {
                     "ends only with terminate_workstream",
                 },
                 "label": {"type": "string", "description": "a short name to show"},
+                "wait": {
+                    "type": "boolean",
+                    "default": True,
+                    "description": "if you answer before it ends, wait for its result and "
+                    "continue; false: do not wait for it",
+                },
                 "budget": {
                     "type": "object",
                     "description": "the sub-agent's own spend caps, reserved out of this "
@@ -93,6 +105,30 @@ WORKSTREAM_TOOL_SPECS: dict[str, ToolSpec] = {
             "type": "object",
             "properties": {"launch_id": _LAUNCH_ID},
             "required": ["launch_id"],
+        },
+    ),
+    WAIT_WORKSTREAMS_TOOL: ToolSpec(
+        name=WAIT_WORKSTREAMS_TOOL,
+        description=(
+            "Wait until workstreams you launched end (default: all your non-interactive "
+            "ones) or the timeout passes; returns the results of those that ended."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "launch_ids": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "the launch ids to wait for (default: all yours)",
+                },
+                "timeout_seconds": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": WAIT_MAX_SECONDS,
+                    "description": "stop waiting after this many seconds (default: until "
+                    "they end; required for an interactive workstream)",
+                },
+            },
         },
     ),
 }

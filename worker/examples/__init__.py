@@ -4,6 +4,8 @@
 - ``approval-flow``: tool drafts → prompt (HITL) → router → two branches → output.
 - ``pipeline``: tool → tool → conditional edges → output, with ``inputs`` mappings
   and metadata propagation.
+- ``chat``: one interactive agent (knowledge base, calculator, the workstream tools)
+  that answers message after message until COMPLETE (docs/conversations.md).
 - ``review-triage``: map (sentiment per review) → filter (negative) → map (a reply
   each) → merge (replies joined onto the reviews by id) → output.
 """

@@ -8,7 +8,9 @@ Behaviour, always the same for the same input:
    an arithmetic expression; any other tool whose required parameters it can fill
    (strings get the message text, numbers the first number in it).
 2. Otherwise it answers with text built from the tool results (or, with none, a
-   restatement of the request).
+   restatement of the request), followed by the reports of ended workstreams it
+   was given since that message (``system`` messages starting
+   ``[workstream result]``, docs/workstreams.md), so a lead "answers from" them.
 
 ``stream`` yields the same reply token by token (a token is a word with the
 whitespace before it), pausing ``token_delay`` seconds before each one so that
@@ -24,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from spindle.shared.contracts.workstreams import WORKSTREAM_REPORT_PREFIX
 from spindle.worker.contracts import ChatMessage, ToolCall
 from spindle.worker.llm.base import (
     LlmRequest,
@@ -174,6 +177,15 @@ class OfflineProvider:
             text = f'Answer to "{_shorten(prompt)}":\n' + "\n".join(parts)
         else:
             text = f'(offline model) You asked: "{_shorten(prompt)}".'
+        heard = [
+            m.content or ""
+            for m in since
+            if m.role == "system" and (m.content or "").startswith(WORKSTREAM_REPORT_PREFIX)
+        ]
+        if heard:
+            text += "\nFrom the workstreams:\n" + "\n".join(
+                _shorten(h[len(WORKSTREAM_REPORT_PREFIX) :], _SUMMARY_CHARS * 2) for h in heard
+            )
         return self._reply(request, text, [])
 
     def _reply(self, request: LlmRequest, text: str, calls: list[ToolCall]) -> LlmResponse:

@@ -47,7 +47,8 @@ def with_opening(
     """
     opening = initial_messages(params, state)
     has_user = any(m.role == "user" for m in messages)
-    has_system = any(m.role == "system" for m in messages)
+    # A named system message is a notice (an upload, a child's report), not the prompt.
+    has_system = any(m.role == "system" and not m.name for m in messages)
     if not has_user:
         return (
             [opening[0], opening[1], *messages]

@@ -4,16 +4,25 @@ Both run as the ``execute_node`` activity over item lists in the run state. A
 large list travels as one payload the codec offloads to MongoDB (history keeps a
 reference), and both are a single pass over it, so a batched plan like ``map``'s
 would cost more activities than it saves (docs/graphs/node-types.md).
+
+Every evaluation of one execution (``items``/``over``, each item's ``where``)
+spends the execution's one expression budget (``NodeContext.expressions``), in a
+thread off the event loop (docs/graphs/index.md#expression-limits).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from spindle.shared.graphs.expressions import ExpressionError, evaluate, is_truthy
+from spindle.shared.graphs.expressions import (
+    ExpressionBudgetSpent,
+    ExpressionError,
+    evaluate,
+    is_truthy,
+)
 from spindle.shared.graphs.node_params import FilterParams, MergeParams
 from spindle.shared.graphs.node_types import FILTER, MERGE
-from spindle.worker.contracts.param_resolution import invalid_params
+from spindle.worker.contracts.param_resolution import budget_spent, invalid_params, off_loop
 from spindle.worker.registry import NodeContext, NodeResult, implements
 
 REJECTED_PORT = "rejected"
@@ -24,7 +33,9 @@ Item = dict[str, Any]
 
 def _list_at(ctx: NodeContext, param: str, expression: str) -> list[Any]:
     try:
-        value = evaluate(expression, ctx.state)
+        value = evaluate(expression, ctx.state, budget=ctx.expressions)
+    except ExpressionBudgetSpent as exc:
+        raise budget_spent(ctx.node.id, exc) from exc
     except ExpressionError as exc:
         raise _bad(ctx, param, str(exc)) from exc
     if value is None:
@@ -44,22 +55,30 @@ def _bad(ctx: NodeContext, param: str, why: str) -> Exception:
 @implements(FILTER)
 async def run_filter(ctx: NodeContext) -> NodeResult:
     """Keep the items whose ``where`` holds (port ``default``), the rest go to ``rejected``."""
-    params: FilterParams = ctx.params
-    kept: list[Any] = []
-    rejected: list[Any] = []
-    for index, item in enumerate(_list_at(ctx, "items", params.items)):
-        scope = {**ctx.state, "item": item, "item_index": index}
-        try:
-            keep = is_truthy(evaluate(params.where, scope))
-        except ExpressionError as exc:
-            raise _bad(ctx, "where", f"item {index}: {exc}") from exc
-        (kept if keep else rejected).append(item)
+    kept, rejected = await off_loop(_split, ctx)
     return NodeResult(
         data={"items": kept, "rejected": rejected},
         # Both ports always fire, an empty list included: a merge downstream waits
         # for both branches and must not see one skipped for want of items.
         ports=[DEFAULT_PORT, REJECTED_PORT],
     )
+
+
+def _split(ctx: NodeContext) -> tuple[list[Any], list[Any]]:
+    """(kept, rejected): every item's ``where`` against the execution's one budget."""
+    params: FilterParams = ctx.params
+    kept: list[Any] = []
+    rejected: list[Any] = []
+    for index, item in enumerate(_list_at(ctx, "items", params.items)):
+        scope = {**ctx.state, "item": item, "item_index": index}
+        try:
+            keep = is_truthy(evaluate(params.where, scope, budget=ctx.expressions))
+        except ExpressionBudgetSpent as exc:
+            raise budget_spent(ctx.node.id, exc) from exc
+        except ExpressionError as exc:
+            raise _bad(ctx, "where", f"item {index}: {exc}") from exc
+        (kept if keep else rejected).append(item)
+    return kept, rejected
 
 
 def _joined(first: Item, second: Item) -> Item:
@@ -91,7 +110,8 @@ async def run_merge(ctx: NodeContext) -> NodeResult:
     """Join the items of several branches by id, in input order."""
     params: MergeParams = ctx.params
     merged: dict[str, Item] = {}
-    for position, branch in enumerate(_list_at(ctx, "over", params.over)):
+    branches = await off_loop(_list_at, ctx, "over", params.over)
+    for position, branch in enumerate(branches):
         if branch is None:
             continue
         if not isinstance(branch, list):

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from spindle.shared.contracts.messages import AgentMessageType
-from spindle.shared.graphs.expressions import ExpressionError, evaluate, render_template
+from spindle.shared.graphs.expressions import (
+    ExpressionBudgetSpent,
+    ExpressionError,
+    evaluate,
+    render_template,
+)
 from spindle.shared.graphs.node_params import OutputParams
 from spindle.shared.graphs.node_types import OUTPUT
-from spindle.worker.contracts.param_resolution import invalid_params
+from spindle.worker.contracts.param_resolution import budget_spent, invalid_params, off_loop
 from spindle.worker.registry import ClosingPost, NodeContext, NodeResult, implements
 
 
@@ -19,21 +26,36 @@ async def run_output(ctx: NodeContext) -> NodeResult:
     answer an agent already posted, and the run's COMPLETE carries it too.
     """
     params: OutputParams = ctx.params
-    try:
-        output = evaluate(params.select, ctx.state) if params.select else ctx.previous
-        text = (
-            render_template(params.message, {**ctx.state, "output": output})
-            if params.message
-            else None
-        )
-    except ExpressionError as exc:
-        raise invalid_params(
-            f"node '{ctx.node.id}': {exc}",
-            [{"node": ctx.node.id, "field": "params", "rule": "expression"}],
-        ) from exc
+    if params.select or params.message:
+        output, text = await off_loop(_selected, ctx)
+    else:
+        output, text = ctx.previous, None
     answer = None
     if text is not None:
         answer = ClosingPost(
             type=AgentMessageType.ANSWER, text=text, details={"node_id": ctx.node.id}
         )
     return NodeResult(data=output, closing=answer)
+
+
+def _selected(ctx: NodeContext) -> tuple[Any, str | None]:
+    """(output, message text), against the execution's one expression budget."""
+    params: OutputParams = ctx.params
+    budget = ctx.expressions
+    try:
+        output = ctx.previous
+        if params.select:
+            output = evaluate(params.select, ctx.state, budget=budget)
+        text = (
+            render_template(params.message, {**ctx.state, "output": output}, budget=budget)
+            if params.message
+            else None
+        )
+    except ExpressionBudgetSpent as exc:
+        raise budget_spent(ctx.node.id, exc) from exc
+    except ExpressionError as exc:
+        raise invalid_params(
+            f"node '{ctx.node.id}': {exc}",
+            [{"node": ctx.node.id, "field": "params", "rule": "expression"}],
+        ) from exc
+    return output, text

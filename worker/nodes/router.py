@@ -10,10 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 from spindle.shared.contracts.messages import AgentMessageType
-from spindle.shared.graphs.expressions import ExpressionError, evaluate, is_truthy
+from spindle.shared.graphs.expressions import (
+    ExpressionBudgetSpent,
+    ExpressionError,
+    evaluate,
+    is_truthy,
+)
 from spindle.shared.graphs.node_params import RouterParams
 from spindle.shared.graphs.node_types import ROUTER
-from spindle.worker.contracts.param_resolution import invalid_params
+from spindle.worker.contracts.param_resolution import budget_spent, invalid_params, off_loop
 from spindle.worker.registry import ClosingPost, NodeContext, NodeResult, implements
 
 
@@ -21,19 +26,7 @@ from spindle.worker.registry import ClosingPost, NodeContext, NodeResult, implem
 async def run_router(ctx: NodeContext) -> NodeResult:
     """Choose the next edges by evaluating route conditions over the run state."""
     params: RouterParams = ctx.params
-    chosen: list[str] = []
-    for route in params.routes:
-        try:
-            matched = is_truthy(evaluate(route.when, ctx.state))
-        except ExpressionError as exc:
-            raise invalid_params(
-                f"node '{ctx.node.id}': route '{route.port}': {exc}",
-                [{"node": ctx.node.id, "field": "params.routes", "rule": "expression"}],
-            ) from exc
-        if matched and route.port not in chosen:
-            chosen.append(route.port)
-            if not params.all_matches:
-                break
+    chosen = await off_loop(_matching, ctx)
     details: dict[str, Any] = {"node_id": ctx.node.id, "ports": chosen}
     if chosen:
         decision = ClosingPost(
@@ -52,3 +45,24 @@ async def run_router(ctx: NodeContext) -> NodeResult:
             details=details,
         )
     return NodeResult(data=ctx.previous, ports=chosen, closing=decision)
+
+
+def _matching(ctx: NodeContext) -> list[str]:
+    """The ports whose route holds, all against the execution's one expression budget."""
+    params: RouterParams = ctx.params
+    chosen: list[str] = []
+    for route in params.routes:
+        try:
+            matched = is_truthy(evaluate(route.when, ctx.state, budget=ctx.expressions))
+        except ExpressionBudgetSpent as exc:
+            raise budget_spent(ctx.node.id, exc) from exc
+        except ExpressionError as exc:
+            raise invalid_params(
+                f"node '{ctx.node.id}': route '{route.port}': {exc}",
+                [{"node": ctx.node.id, "field": "params.routes", "rule": "expression"}],
+            ) from exc
+        if matched and route.port not in chosen:
+            chosen.append(route.port)
+            if not params.all_matches:
+                break
+    return chosen

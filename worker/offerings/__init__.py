@@ -61,7 +61,12 @@ def build_catalog() -> Catalog:
     """What this worker offers: built-in and registered node types, and tools."""
     types = {name: NodeTypeInfo.of(t.spec) for name, t in load_node_types().items()}
     tools = {
-        name: ToolInfo(name=name, description=t.description, params_schema=t.params_schema())
+        name: ToolInfo(
+            name=name,
+            description=t.description,
+            params_schema=t.params_schema(),
+            source="builtin" if t.fn.__module__ == builtin.__name__ else "plugin",
+        )
         for name, t in load_tools().items()
     }
     return Catalog.builtin().merged(Catalog(node_types=types, tools=tools, tools_known=True))

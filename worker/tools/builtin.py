@@ -1,8 +1,9 @@
 """The built-in tools: no network, so the demo runs anywhere.
 
 ``search_notes`` (a small knowledge base), ``calculator`` (safe arithmetic with
-``ast``, never ``eval``), ``word_count``, ``draft_document``, ``extract_keywords``
-and ``sentiment``. Imported by ``spindle.worker.offerings``.
+``ast``, never ``eval``), ``word_count``, ``draft_document``, ``extract_keywords``,
+``sentiment`` and ``read_file`` (the calling run's own files, ``run_files``).
+Imported by ``spindle.worker.offerings``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from spindle.shared.contracts.errors import ToolError
 from spindle.worker.tools.registry import tool
+from spindle.worker.tools.run_files import read_run_file
 
 NOTES: tuple[dict[str, str], ...] = (
     {
@@ -255,3 +257,15 @@ def sentiment(text: str) -> dict[str, Any]:
     score = 0.0 if pos + neg == 0 else round((pos - neg) / (pos + neg), 3)
     label = "positive" if score > 0.2 else "negative" if score < -0.2 else "neutral"
     return {"score": score, "label": label, "positive": pos, "negative": neg}
+
+
+@tool
+async def read_file(path: str, offset: int = 0) -> dict[str, Any]:
+    """Read a file of this run (an upload or an artifact): its text, or for a binary
+    file a reference (name, type, size, path, download URL).
+
+    Args:
+        path: the file's path in the run's files, as the upload notice names it.
+        offset: the byte to start at, for a long text (the previous call's next_offset).
+    """
+    return await read_run_file(path, offset)

@@ -10,10 +10,17 @@ the budgets reserved for running workstreams launched with one of their own.
 ``gate`` runs before every LLM turn, tool call, ``tool`` node and map: with a
 cap reached it never lets the step start. An LLM turn waits at the token or
 cost cap; a tool call at any cap (the tool-call cap only holds tool calls, so
-an agent at it may still give its final answer). ``on_exhausted="pause"`` waits (the
-run's describe says ``paused``) until ``RaiseBudget`` lifts the cap or the run
-is cancelled; ``"fail"`` raises ``BudgetExhausted`` naming the limit. A run
-without a budget still counts (describe and metrics) but never waits.
+an agent at it may still give its final answer). While any step waits at a cap
+(the run is paused) every other step waits too: nothing starts while paused.
+``on_exhausted="pause"`` waits (the run's describe says ``paused``) until
+``RaiseBudget`` lifts the cap or the run is cancelled; ``"fail"`` raises
+``BudgetExhausted`` naming the limit. A run without a budget still counts
+(describe and metrics) but never waits.
+
+Tool calls are counted when they are admitted, before they start (``take_tools``:
+no await between the check and the count), so parallel calls never overrun the
+cap: a turn's batch is checked once (``check_batch``), and a map's items are
+admitted as its batches are dispatched.
 """
 
 from __future__ import annotations
@@ -106,6 +113,7 @@ class BudgetMeter:
         self._reserved: dict[str, BudgetLimits] = {}
         self._notify = notify
         self._waiting: dict[Step, int] = {"llm": 0, "tool": 0}
+        self._following = 0  # steps waiting only because the run is paused
         self._announced: BudgetLimit | None = None
         if carry is not None:
             self._limits = carry.limits
@@ -126,11 +134,25 @@ class BudgetMeter:
 
     @property
     def paused(self) -> bool:
-        """A step waits at a cap."""
-        return any(self._waiting.values())
+        """A step waits at a cap (or with the run paused at one)."""
+        return any(self._waiting.values()) or self._following > 0
 
     def _held(self) -> bool:
         return any(n and self.exhausted(step) is not None for step, n in self._waiting.items())
+
+    @property
+    def holds_workstreams(self) -> bool:
+        """The run's workstreams (those without a budget of their own) must pause:
+        a step of the run waits at a cap, or (``on_exhausted: pause``) a cap that
+        holds LLM turns is reached, so any further turn of theirs would overshoot it."""
+        if self._held():
+            return True
+        return self._on_exhausted == "pause" and self.exhausted("llm") is not None
+
+    def holding(self) -> tuple[BudgetLimit, str]:
+        """The cap that holds the run's workstreams, and a sentence with its figures."""
+        limit = self.exhausted("llm") or self.exhausted() or BudgetLimit.MAX_LLM_TOKENS
+        return limit, self._exhausted_text(limit)
 
     @property
     def own(self) -> BudgetUsage:
@@ -252,6 +274,10 @@ class BudgetMeter:
         """
         limit = self.exhausted(step)
         if limit is None:
+            if not self._held():
+                return
+            # Another step waits at a cap: the run is paused, this step waits with it.
+            await self._wait_held(step)
             return
         text = self._exhausted_text(limit)
         if self._on_exhausted == "fail":
@@ -270,12 +296,90 @@ class BudgetMeter:
                     "(POST /runs/<id>/budget)",
                     {"budget": self._facts(), "paused": True},
                 )
-            await workflow.wait_condition(lambda: self.exhausted(step) is None)
+            await workflow.wait_condition(lambda: self._may_start(step))
         finally:
             self._waiting[step] -= 1
         if announcer:
             self._announced = None
             await self._notify("budget raised: the run resumes", {"budget": self._facts()})
+
+    def _may_start(self, step: Step) -> bool:
+        """No cap holds ``step`` and no other step waits at a cap."""
+        return self.exhausted(step) is None and not self._held()
+
+    async def _wait_held(self, step: Step | None) -> None:
+        """Wait with the paused run (not counted as held at a cap itself)."""
+        self._following += 1
+        try:
+            await workflow.wait_condition(
+                lambda: not self._held() if step is None else self._may_start(step)
+            )
+        finally:
+            self._following -= 1
+
+    async def hold(self) -> None:
+        """Before a step that spends nothing (a router, an output node, a child
+        launch): return at once unless the run is paused, else wait with it."""
+        if self._held():
+            await self._wait_held(None)
+
+    # -- admitting tool calls: checked and counted with no await between ---------------
+
+    def _allowance(self, wanted: int) -> int:
+        """How many of ``wanted`` tool calls may start now (0 while held or at a cap)."""
+        if not self.limited:
+            return wanted
+        if self._held() or self.exhausted("tool") is not None:
+            return 0
+        cap = self._limits.max_tool_calls
+        if cap is None:
+            return wanted
+        return max(0, min(wanted, cap - self._committed().tool_calls))
+
+    def check_batch(self, count: int) -> None:
+        """Before a turn's ``count`` tool calls start: with ``on_exhausted: fail``,
+        fail unless all of them fit (none runs); with ``pause`` nothing happens
+        here, the calls over the allowance wait in ``take_tools``.
+
+        Raises:
+            ApplicationError: ``BudgetExhausted`` (non-retryable).
+        """
+        if count <= 0 or self._on_exhausted != "fail" or self._allowance(count) >= count:
+            return
+        limit = self.exhausted("tool") or BudgetLimit.MAX_TOOL_CALLS
+        cap = getattr(self._limits, limit.value)
+        spent = getattr(self._committed(), _field(limit))
+        raise to_application_error(
+            BudgetExhausted(
+                f"budget exhausted: {limit.value} reached ({spent} of {cap}; "
+                f"{count} tool calls asked); the budget says on_exhausted: fail",
+                context=self._facts(),
+            )
+        )
+
+    def admit_tools(self, wanted: int) -> int:
+        """Admit and count up to ``wanted`` tool calls now (synchronous); how many."""
+        granted = self._allowance(wanted)
+        if granted:
+            self.tools_used(granted)
+        return granted
+
+    async def take_tools(self, wanted: int = 1) -> int:
+        """Admit at least one of ``wanted`` tool calls (a map's items: up to
+        ``wanted``), waiting at a cap; they are counted before this returns.
+
+        Raises:
+            ApplicationError: ``BudgetExhausted`` at a cap with ``on_exhausted: fail``.
+        """
+        if wanted <= 0:
+            return 0
+        while True:
+            granted = self.admit_tools(wanted)
+            if granted:
+                return granted
+            # Waits until a raise (or fails); another waiter may take what the
+            # raise freed first, so admit again.
+            await self.gate("tool")
 
     def _exhausted_text(self, limit: BudgetLimit) -> str:
         cap = getattr(self._limits, limit.value)

@@ -24,6 +24,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from spindle.shared.contracts.runs import CarriedState, CarriedWait, GraphRunInput
     from spindle.worker.contracts import RunRef, policies
+    from spindle.worker.workflows.agent_session import AgentSessions
     from spindle.worker.workflows.budget_meter import BudgetMeter
     from spindle.worker.workflows.human_input import HumanInput
     from spindle.worker.workflows.run_deadline import RunDeadline
@@ -44,6 +45,7 @@ class CarriedParts:
     workstreams: WorkstreamSupervisor
     budget: BudgetMeter
     deadline: RunDeadline
+    agents: AgentSessions
 
 
 class Handover:
@@ -134,6 +136,7 @@ class Handover:
         half in the next one, and the history WARNING, if due, is said here (the
         next generation only knows that it was said)."""
         await workflow.wait_condition(workflow.all_handlers_finished)
+        await self._parts.agents.posts.flushed()  # QUESTION/IDLE posts of this generation
         self._warn_history()
         await self.warning_posted()
 
@@ -147,8 +150,11 @@ class Handover:
         """Stop the nodes, then end this generation: a new run of the workflow (same
         id) starts from what it carries."""
         waits = self._parts.prompts.waits()  # before their tasks stop and forget them
+        agents = self._parts.agents.carried()  # idle agents, their inboxes
         await stop_nodes()
-        carried = self._carried(waits)
+        carried = self._carried(waits).model_copy(
+            update={"agents": agents, "agent_posts": self._parts.agents.posts.count}
+        )
         workflow.logger.info(
             "run %s continues as new (generation %d)", self._run.workflow_id, carried.generation
         )
@@ -168,6 +174,7 @@ class Handover:
             waits=waits,
             reports=list(record.reports),
             report_counts=record.report_counts,
+            decided=list(record.decided.values()),
             notices=parts.notices.count,
             history_warned=self._history_warned,
             workstream_counts=parts.workstreams.counts,

@@ -30,23 +30,29 @@ from temporalio.exceptions import (
 
 with workflow.unsafe.imports_passed_through():
     from spindle.shared.contracts.conversations import (
+        CANCEL_QUEUED_RUN_UPDATE,
         CONVERSATION_RUN_STARTED,
         CONVERSATION_RUNS_KEPT,
         CONVERSATION_RUNS_QUERY,
         CONVERSATION_WORKFLOW,
+        INTERRUPT_ACTIVITY_PATCH,
+        INTERRUPT_RUN,
         ROLL_BACK_RUN,
         SUBMIT_RUN_UPDATE,
+        CancelQueuedRun,
         ConversationInput,
         ConversationRun,
         ConversationRuns,
         ConversationRunState,
         IfBusy,
+        InterruptRun,
+        QueuedRunCanceled,
         RollBackRun,
         RunStartedInConversation,
         SubmitAck,
         SubmitRun,
     )
-    from spindle.shared.contracts.errors import ConversationBusy, to_application_error
+    from spindle.shared.contracts.errors import ConversationBusy, Forbidden, to_application_error
     from spindle.shared.contracts.runs import GRAPH_RUN_WORKFLOW
     from spindle.worker.contracts import policies
 
@@ -196,6 +202,7 @@ class Conversation:
             graph=submit.run_input.graph.name,
             if_busy=submit.if_busy,
             submitted_at=workflow.now(),
+            user_id=submit.run_input.user_id,
         )
         self._runs = [*self._runs, entry][-CONVERSATION_RUNS_KEPT:]
         self._pending[submit.workflow_id] = submit
@@ -217,6 +224,8 @@ class Conversation:
 
     @submit_run.validator
     def _check_submit(self, submit: SubmitRun) -> None:
+        if self._entry(submit.workflow_id) is None:
+            self._check_may_end(submit)
         busy_with = self._busy_with()
         if (
             submit.if_busy == IfBusy.REJECT
@@ -234,6 +243,29 @@ class Conversation:
                 )
             )
 
+    def _check_may_end(self, submit: SubmitRun) -> None:
+        """Interrupt and rollback end the running run: only its owner or a run-control
+        role may (the rule of ``POST /runs/{id}/cancel``, docs/operations/threat-model.md).
+        Refused in the validator, so nothing is recorded and nothing starts."""
+        if submit.if_busy not in (IfBusy.INTERRUPT, IfBusy.ROLLBACK) or self._current is None:
+            return
+        entry = self._entry(self._current)
+        if entry is None or entry.ended_by is not None or submit.run_control:
+            return  # already being ended: this submit ends nothing
+        if entry.user_id is None or entry.user_id == submit.run_input.user_id:
+            return
+        raise to_application_error(
+            Forbidden(
+                f"if_busy: {submit.if_busy.value} would end run '{entry.workflow_id}' of "
+                f"conversation '{self._start.conversation_id}', which another user started: "
+                "only its owner or a user with a run-control role may end it",
+                context={
+                    "conversation_id": self._start.conversation_id,
+                    "running": entry.workflow_id,
+                },
+            )
+        )
+
     async def _end_current(self, submit: SubmitRun) -> None:
         current, child = self._current, self._child
         if current is None or child is None:
@@ -244,8 +276,17 @@ class Conversation:
             return  # already being ended by an earlier interrupt or rollback
         entry.ended_by = submit.workflow_id
         if submit.if_busy == IfBusy.INTERRUPT:
-            # The run's own cancel path: it stops gracefully and posts TERMINATED.
-            child.cancel()
+            # The run's own cancel path: it stops gracefully and posts TERMINATED,
+            # naming the run that interrupted it (the activity notes it first).
+            if workflow.patched(INTERRUPT_ACTIVITY_PATCH):
+                await workflow.execute_activity(
+                    INTERRUPT_RUN,
+                    InterruptRun(workflow_id=current, by=submit.workflow_id),
+                    start_to_close_timeout=_ROLLBACK_START_TO_CLOSE,
+                    retry_policy=policies.LIFECYCLE_RETRY,
+                )
+            else:
+                child.cancel()
             return
         entry.in_history = False
         await workflow.execute_activity(
@@ -265,6 +306,21 @@ class Conversation:
             current=busy_with,
         )
 
+    @workflow.update(name=CANCEL_QUEUED_RUN_UPDATE)
+    def cancel_queued_run(self, cancel: CancelQueuedRun) -> QueuedRunCanceled:
+        """Take a queued run out of the queue: it never starts, the runs after it move
+        up. A run that has started is left alone (its state says so: cancel it as a run)."""
+        entry = self._entry(cancel.workflow_id)
+        if entry is None:
+            return QueuedRunCanceled(workflow_id=cancel.workflow_id)
+        if cancel.workflow_id in self._queue:
+            self._queue.remove(cancel.workflow_id)
+            self._pending.pop(cancel.workflow_id, None)
+            entry.state = ConversationRunState.CANCELED
+            entry.ended_at = workflow.now()
+            entry.canceled_by = cancel.by
+        return QueuedRunCanceled(workflow_id=cancel.workflow_id, state=entry.state)
+
     @workflow.query(name=CONVERSATION_RUNS_QUERY)
     def conversation_runs(self) -> ConversationRuns:
         """Every run of the conversation (the newest ``CONVERSATION_RUNS_KEPT``), oldest first."""
@@ -272,9 +328,8 @@ class Conversation:
             conversation_id=self._start.conversation_id,
             current=self._current,
             runs=self._runs,
+            # Runs that ran: neither queued nor cancelled (or failed) before they started.
             history=[
-                r.workflow_id
-                for r in self._runs
-                if r.in_history and r.state != ConversationRunState.QUEUED
+                r.workflow_id for r in self._runs if r.in_history and r.started_at is not None
             ],
         )

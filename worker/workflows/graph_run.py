@@ -22,9 +22,15 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from spindle.shared.contracts.budgets import RAISE_BUDGET_UPDATE, BudgetAck, BudgetRaise
     from spindle.shared.contracts.runs import (
+        COMPLETE_AGENT_UPDATE,
         DESCRIBE_QUERY,
+        FILE_UPLOADED_SIGNAL,
         GRAPH_RUN_WORKFLOW,
         USER_INPUT_UPDATE,
+        USER_MESSAGE_UPDATE,
+        CompleteAck,
+        CompleteAgent,
+        FileUploaded,
         GraphRunInput,
         GraphRunResult,
         RunDescription,
@@ -64,6 +70,31 @@ class GraphRun(WorkstreamHandlers):
     @user_input.validator
     def _validate_user_input(self, user_input: UserInput) -> None:
         self._engine.prompts.check_answer(user_input)
+
+    @workflow.update(name=USER_MESSAGE_UPDATE)
+    async def user_message(self, user_input: UserInput) -> SignalAck:
+        """A user message: the answer to the prompt that waits, else for the listening
+        agent of the main workstream (docs/conversations.md)."""
+        await self._engine.agents.resumed(user_input.node_id)  # first task of a generation
+        return self._engine.messages.take(user_input)
+
+    @user_message.validator
+    def _validate_user_message(self, user_input: UserInput) -> None:
+        self._engine.messages.check(user_input)
+
+    @workflow.update(name=COMPLETE_AGENT_UPDATE)
+    async def complete_agent(self, request: CompleteAgent) -> CompleteAck:
+        """End the listening interactive agent (COMPLETE); the graph goes on."""
+        return self._engine.agents.complete(request)
+
+    @complete_agent.validator
+    def _validate_complete_agent(self, request: CompleteAgent) -> None:
+        self._engine.agents.check_complete(request)
+
+    @workflow.signal(name=FILE_UPLOADED_SIGNAL)
+    def file_uploaded(self, upload: FileUploaded) -> None:
+        """A file was uploaded to the run: SYSTEM post; the listening agent is told."""
+        self._engine.agents.file_uploaded(upload)
 
     @workflow.query(name=DESCRIBE_QUERY)
     def describe(self) -> RunDescription:

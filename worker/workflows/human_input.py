@@ -58,6 +58,11 @@ with workflow.unsafe.imports_passed_through():
     )
     from spindle.worker.contracts.param_resolution import resolve_params, validate_params
     from spindle.worker.contracts.prompt_answers import resolve_answer
+    from spindle.worker.workflows.expression_budget import task_budget
+
+# Since this patch a required text field answered with "" is refused (422), in the
+# validator and in the handler alike (worker/contracts/prompt_answers.py).
+BLANK_ANSWER_PATCH = "a-blank-required-answer-is-refused"
 
 
 class HumanInput:
@@ -167,7 +172,9 @@ class HumanInput:
 
     def _new_prompt(self, execution: NodeExecution) -> PendingInput:
         node = execution.node
-        resolved = resolve_params(node, execution.state, templates=PROMPT.templates)
+        resolved = resolve_params(
+            node, execution.state, templates=PROMPT.templates, budget=task_budget()
+        )
         params = validate_params(node, resolved, PromptParams)
         now = workflow.now()
         expiry = params.on_expiry
@@ -190,6 +197,7 @@ class HumanInput:
             expiry_answer=expiry.answer if isinstance(expiry, ExpiryAnswer) else None,
             assignees=params.assignees,
             roles=params.roles,
+            on_cancel=params.on_cancel,
         )
 
     async def _answer_or_expiry(self, node_id: str, pending: PendingInput) -> bool:
@@ -266,7 +274,10 @@ class HumanInput:
     def accept_answer(self, user_input: UserInput) -> SignalAck:
         """Take the answer to a pending prompt (``check_answer`` validated it first)."""
         pending = self._pending_for(user_input)
-        answer = _checked_answer(pending, user_input)
+        # Runs that took a blank required text before it was refused replay so.
+        answer = _checked_answer(
+            pending, user_input, blank_required=not workflow.patched(BLANK_ANSWER_PATCH)
+        )
         # Removed here, not when the prompt task resumes, so a second answer in
         # the same workflow task is refused instead of overwriting this one.
         del self._pending[pending.node_id]
@@ -336,8 +347,10 @@ class HumanInput:
         return NotWaiting("the run is not waiting for input")
 
 
-def _checked_answer(pending: PendingInput, user_input: UserInput) -> dict[str, Any]:
+def _checked_answer(
+    pending: PendingInput, user_input: UserInput, *, blank_required: bool = False
+) -> dict[str, Any]:
     try:
-        return resolve_answer(pending, user_input)
+        return resolve_answer(pending, user_input, blank_required=blank_required)
     except InputInvalid as exc:
         raise to_application_error(exc) from None

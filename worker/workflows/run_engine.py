@@ -8,8 +8,8 @@ run and applies ``@workflow.defn`` to its class again (docs/operations/scaling.m
 imported once per worker.
 
 The engine dispatches: the scheduler (``scheduler``) decides what runs, and each
-node runs the way its type's spec says (``NodeTypeSpec.runs``, looked up in
-``NODE_RUNNERS``): ``execute_node`` for tool/router/output/custom nodes
+node runs the way its type's spec says (``NodeTypeSpec.runs``, in ``NodeRunners``,
+``node_runners``): ``execute_node`` for tool/router/output/custom nodes
 (``node_activity``), an LLM loop for ``agent`` nodes (``agent_loop``), batches
 for ``map`` nodes (``map_batches``), a child launch for ``workstream`` nodes.
 Each concern is a collaborator the engine holds:
@@ -22,7 +22,10 @@ Each concern is a collaborator the engine holds:
 - ``WorkstreamSupervisor`` (``workstreams.parent_supervisor``): child runs; the
   run ends after its children;
 - ``RunProgress`` (``run_progress``): state, output and node reports;
-- ``RunNotices`` (``run_notices``): the run's WARNINGs.
+- ``RunNotices`` (``run_notices``): the run's WARNINGs;
+- ``AgentSessions`` (``agent_session``): the main workstream's agents: user
+  messages, uploads, IDLE waits, children's reports at each turn boundary;
+- ``UserMessages`` (``user_messages``): where a user's message goes.
 
 Activities post every message and write every archive record; the workflow
 itself does no I/O.
@@ -34,15 +37,23 @@ completions processed in the order they happened, logging via ``workflow.logger`
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, FailureError
 
-from spindle.shared.contracts.errors import NodeFailed, RunDeadlineExceeded, to_application_error
+from spindle.shared.contracts.errors import (
+    ExpressionBudgetSpent,
+    NodeFailed,
+    NodeVisitsExceeded,
+    RunDeadlineExceeded,
+    RunFailed,
+    RunStartLimited,
+    to_application_error,
+)
 from spindle.shared.contracts.runs import (
     FINISH_LOCAL_PATCH,
+    NODE_VISITS_PATCH,
     GraphRunInput,
     GraphRunResult,
     NodeReport,
@@ -50,8 +61,8 @@ from spindle.shared.contracts.runs import (
     RunDescription,
     RunStatus,
 )
+from spindle.shared.graphs import expressions
 from spindle.shared.graphs.expressions import ExpressionError
-from spindle.shared.graphs.node_types import TOOL, NodeTypeSpec, RunKind
 from spindle.shared.graphs.state_reads import node_state_reads, project_state
 from spindle.shared.graphs.task_tree import task_run_meta
 from spindle.worker.contracts import (
@@ -62,15 +73,17 @@ from spindle.worker.contracts import (
     RunFinish,
     RunRef,
     RunStart,
+    RunStartAdmission,
     policies,
 )
 from spindle.worker.registry import spec_of
-from spindle.worker.workflows.agent_loop import run_agent
+from spindle.worker.workflows.agent_session import AgentSessions
 from spindle.worker.workflows.budget_meter import BudgetMeter
 from spindle.worker.workflows.continue_as_new import CarriedParts, Handover
+from spindle.worker.workflows.expression_budget import install as install_expression_budgets
+from spindle.worker.workflows.expression_budget import node_failure, task_budget
 from spindle.worker.workflows.human_input import HumanInput
-from spindle.worker.workflows.map_batches import run_map
-from spindle.worker.workflows.node_activity import execute_node
+from spindle.worker.workflows.node_runners import NodeRunners
 from spindle.worker.workflows.run_deadline import RunDeadline
 from spindle.worker.workflows.run_notices import RunNotices, is_run_cancel
 from spindle.worker.workflows.run_progress import RunProgress
@@ -79,13 +92,26 @@ from spindle.worker.workflows.scheduler import (
     Advance,
     GraphScheduler,
     NodeCompletion,
+    NodeVisitCapReached,
 )
+from spindle.worker.workflows.user_messages import UserMessages
 from spindle.worker.workflows.workstreams.parent_supervisor import WorkstreamSupervisor
-from spindle.worker.workflows.workstreams.parent_tools import offered_tools, workstream_toolbox
+
+#: ``workflow.patched`` id: a run that only waits (prompts, children) continues as new
+#: when history is long, not only at a node boundary (docs/graphs/long-runs.md).
+WAITING_HANDOVER_PATCH = "continue-as-new-while-waiting"
 
 
 class _RunFailed(Exception):
-    """Raised inside the run to stop it as failed, with the user-facing error."""
+    """Raised inside the run to stop it as failed, with the user-facing error.
+
+    Args:
+        error: the declared error the run fails with (default ``NodeFailed``).
+    """
+
+    def __init__(self, message: str, error: type[RunFailed] = NodeFailed) -> None:
+        super().__init__(message)
+        self.error = error
 
 
 class _DeadlinePassed(Exception):
@@ -100,6 +126,8 @@ class RunEngine:
         prompts: the run's prompts (``GraphRun``'s ``user_input`` update).
         budget: the run's budget (its ``raise_budget`` update).
         workstreams: the run's workstreams (its workstream handlers).
+        agents: the main workstream's agents (``complete_agent``, ``FileUploaded``).
+        messages: where a user's message goes (the ``user_message`` update).
     """
 
     def __init__(self, run_input: GraphRunInput) -> None:
@@ -117,13 +145,18 @@ class RunEngine:
             graph_name=run_input.graph.name,
         )
         self._record = RunProgress(run_input)
-        self._scheduler = GraphScheduler(run_input.graph)
+        # Runs recorded before NODE_VISITS_PATCH stopped a node at 1,000 visits.
+        legacy = lambda: not workflow.patched(NODE_VISITS_PATCH)  # noqa: E731
+        self._scheduler = GraphScheduler(
+            run_input.graph, max_node_visits=run_input.max_node_visits, legacy_cap=legacy
+        )
         self._status = RunStatus.RUNNING
         self._reads: dict[str, frozenset[str] | None] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._started: dict[str, datetime] = {}
         self._completions: list[NodeCompletion] = []
         self._error: str | None = None
+        self._waiting_handover = True  # off in a replay recorded before it existed
         self._notices = RunNotices(self._run)
         # Budgets and deadlines (docs/graphs/budgets.md): counted from activity results.
         self.budget = BudgetMeter(
@@ -138,6 +171,15 @@ class RunEngine:
             deadline_at=self._deadline.at,
         )
         self.prompts = HumanInput(run_input.user_id)
+        # The agents of the main workstream: user messages, uploads, IDLE waits.
+        self.agents = AgentSessions(
+            self._run,
+            self.workstreams,
+            carried.agents if carried else None,
+            carried.agent_posts if carried else 0,
+        )
+        self._runners = NodeRunners(self.budget, self.workstreams, self.prompts, self.agents)
+        self.messages = UserMessages(self.prompts, self.agents)
         self._handover = Handover(
             run_input,
             self._run,
@@ -149,6 +191,7 @@ class RunEngine:
                 workstreams=self.workstreams,
                 budget=self.budget,
                 deadline=self._deadline,
+                agents=self.agents,
             ),
         )
         if carried is not None:
@@ -163,6 +206,7 @@ class RunEngine:
             ApplicationError: ``NodeFailed`` (non-retryable) when a node failed
                 after its retries; the run is then Failed in Temporal.
         """
+        install_expression_budgets(self._input.expression_workflow_task_steps)
         # Watches history size on every activation, also while a long node (an
         # agent's turns, a workstream) keeps the run from a node boundary.
         watch = asyncio.create_task(self._handover.watch_history())
@@ -178,7 +222,10 @@ class RunEngine:
         try:
             # A continued run (carried) recorded its start in its first execution.
             if self._input.scheduled_by is not None and self._input.carried is None:
-                await self._record_start(self._input)
+                refused = await self._record_start(self._input)
+                if refused is not None:
+                    # Over the tenant's run-start limit: no node runs (docs/schedules.md).
+                    raise _RunFailed(refused, RunStartLimited)
             self.workstreams.resume_adopted()
             await self._drive()
             # Non-interactive children run to their end (deadline-bounded).
@@ -207,7 +254,7 @@ class RunEngine:
             self._status = RunStatus.FAILED
             self._error = str(failure)
             await self._finish(RunStatus.FAILED)
-            raise to_application_error(NodeFailed(self._error)) from None
+            raise to_application_error(failure.error(self._error)) from None
         self._status = RunStatus.COMPLETED
         await self._handover.warning_posted()  # before COMPLETE: nothing is posted after it
         await self._finish(RunStatus.COMPLETED)
@@ -227,25 +274,44 @@ class RunEngine:
         else:
             resumed = [Activation(node_id, visit) for node_id, visit in carried.ready]
             resumed += [Activation(node_id, w.visit) for node_id, w in carried.waits.items()]
+            resumed += [Activation(node_id, a.visit) for node_id, a in carried.agents.items()]
             await self._apply(Advance(ready=resumed))
         while not self._scheduler.finished:
-            await workflow.wait_condition(lambda: bool(self._completions) or self._deadline.passed)
+            await workflow.wait_condition(
+                lambda: bool(self._completions) or self._deadline.passed or self._waited_long()
+            )
             if self._deadline.passed:
                 raise _DeadlinePassed()
+            if not self._completions and self._waited_long():
+                # No node boundary comes while prompts (and children) wait, yet messages
+                # to children, their progress and their ends grow the history.
+                if workflow.patched(WAITING_HANDOVER_PATCH):
+                    self._handover.continuing = True
+                else:  # recorded before the patch: this run never did it
+                    self._waiting_handover = False
             while self._completions:
                 done = self._completions.pop(0)
                 node_id = done.activation.node_id
                 self._tasks.pop(node_id, None)
                 if done.outcome is None:
-                    raise _RunFailed(self._failed(done.activation, done.error))
+                    failure = node_failure(done.error)
+                    raise _RunFailed(self._failed(done.activation, done.error), failure)
                 node = self._graph.node(node_id)
                 self._record.succeeded(node, done.activation.visit, done.outcome)
                 try:
                     advance = self._scheduler.complete(
-                        node_id, done.outcome.ports, self._record.state
+                        node_id, done.outcome.ports, self._record.state, task_budget()
                     )
                 except ExpressionError as exc:
-                    raise _RunFailed(f"edge condition after node '{node_id}': {exc}") from exc
+                    # The workflow task's shared budget: the run fails, the task never
+                    # runs into the deadlock detector (docs/graphs/index.md#expression-limits).
+                    spent = isinstance(exc, expressions.ExpressionBudgetSpent)
+                    raise _RunFailed(
+                        f"edge condition after node '{node_id}': {exc}",
+                        ExpressionBudgetSpent if spent else NodeFailed,
+                    ) from exc
+                except NodeVisitCapReached as exc:
+                    raise _RunFailed(str(exc), NodeVisitsExceeded) from exc
                 # A node boundary: continue as new here, before the next nodes start,
                 # if history is long and nothing but answered-to-be prompts is in flight.
                 self._handover.continuing = self._handover.continuing or (
@@ -255,12 +321,22 @@ class RunEngine:
             if self._handover.continuing and not self._scheduler.finished:
                 await self._continue_as_new()
 
+    def _waited_long(self) -> bool:
+        """History is long while the run only waits (prompts asked, children that may
+        be handed over): continue as new without a node boundary."""
+        return (
+            self._waiting_handover
+            and not self._handover.continuing
+            and self._handover.wanted()
+            and self._at_boundary()
+        )
+
     def _at_boundary(self) -> bool:
-        """No node in flight but prompts that asked and wait; children that may be
-        handed over (docs/graphs/long-runs.md)."""
+        """No node in flight but prompts that asked and wait and idle agents; children
+        that may be handed over (docs/graphs/long-runs.md)."""
         if self._completions or self.prompts.answered or not self.workstreams.may_hand_over():
             return False
-        return self.prompts.all_waiting(self._tasks)
+        return all(self.prompts.all_waiting([n]) or self.agents.idle(n) for n in self._tasks)
 
     async def _continue_as_new(self) -> None:
         """Hand everything to a new run of this workflow (same id) and end this one."""
@@ -304,9 +380,10 @@ class RunEngine:
             report=NodeReport(
                 node_id=node.id,
                 node_type=node.type,
-                status=NodeStatus.SUCCESS,
+                status=NodeStatus.REUSED,
                 started_at=workflow.now().isoformat(),
                 output_summary=f"reused from {self._input.fork_of or 'the source run'}",
+                source_run=self._input.fork_of,
             ),
         )
 
@@ -337,21 +414,31 @@ class RunEngine:
 
     # -- the run's own activities: its start (when scheduled) and its end -------
 
-    async def _record_start(self, run_input: GraphRunInput) -> None:
-        # Started by a Temporal schedule, not the gateway: no one wrote the run
-        # document and stream metadata yet (see worker/activities/run_start.py).
-        await workflow.execute_activity(
+    async def _record_start(self, run_input: GraphRunInput) -> str | None:
+        """Started by a Temporal schedule, not the gateway: no one wrote the run
+        document and stream metadata yet, nor took its run-start permit (see
+        worker/activities/run_start.py). Returns why the run may not run, or None.
+
+        The activity's commands are the same as before permits; a history recorded
+        before them holds an empty result, which reads as admitted.
+        """
+        admission = await workflow.execute_activity(
             RECORD_RUN_START,
             RunStart(
                 run=self._run,
                 user_id=run_input.user_id,
                 input=run_input.input,
                 context=run_input.context,
+                scheduled_by=run_input.scheduled_by,
             ),
             activity_id="record_start",
             start_to_close_timeout=policies.LIFECYCLE_START_TO_CLOSE,
             retry_policy=policies.LIFECYCLE_RETRY,
+            result_type=RunStartAdmission,
         )
+        if admission.admitted:
+            return None
+        return admission.error or "over the run-start limit (rate_limit_run_starts)"
 
     async def _finish(self, status: RunStatus) -> None:
         finish = RunFinish(
@@ -362,6 +449,12 @@ class RunEngine:
             # What the run never did, its end need not undo: a MongoDB round trip each.
             prompts_asked=self.prompts.asked,
             tracks_tasks=task_run_meta(self._input.meta) is not None,
+            # Kept on the run's document and webhook: GET /runs/{id} shows it after the end.
+            budget=self.budget.state() if self.budget.shown else None,
+            # The run's facts after its end (docs/graphs/long-runs.md#after-the-end).
+            generations=self._handover.generation,
+            node_counts=dict(self._record.report_counts),
+            decided=self._record.decided_reports(self.workstreams.describe()),
         )
         # The run's own last step runs on its worker: no trip through the task queue
         # (two workflow tasks and an activity task less a run; docs/benchmarks.md).
@@ -391,39 +484,7 @@ class RunEngine:
             state=project_state(self._record.state, self._reads[node.id]),
             started_at=workflow.now().isoformat(),
         )
-        run_kind = spec.runs if spec is not None else RunKind.ACTIVITY
-        return await NODE_RUNNERS[run_kind](self, execution, spec)
-
-    async def _run_agent(self, execution: NodeExecution, spec: NodeTypeSpec | None) -> NodeOutcome:
-        toolbox = workstream_toolbox(self.workstreams, offered_tools(execution))
-        return await run_agent(execution, toolbox=toolbox, meter=self.budget)
-
-    async def _run_workstream(
-        self, execution: NodeExecution, spec: NodeTypeSpec | None
-    ) -> NodeOutcome:
-        return await self.workstreams.run_node(execution)
-
-    async def _ask_human(self, execution: NodeExecution, spec: NodeTypeSpec | None) -> NodeOutcome:
-        return await self.prompts.ask(execution)
-
-    async def _run_map(self, execution: NodeExecution, spec: NodeTypeSpec | None) -> NodeOutcome:
-        # Each item runs the map's inline node: one tool call per item for budgets.
-        await self.budget.gate("tool")
-        outcome = await run_map(execution, spec)
-        items = outcome.output.get("items") if isinstance(outcome.output, dict) else None
-        self.budget.tools_used(len(items) if isinstance(items, list) else 0)
-        return outcome
-
-    async def _run_activity(
-        self, execution: NodeExecution, spec: NodeTypeSpec | None
-    ) -> NodeOutcome:
-        """``execute_node``, as a local activity when the node says ``local``."""
-        if execution.node.type == TOOL.name:  # a tool node is one tool call for budgets
-            await self.budget.gate("tool")
-            outcome = await execute_node(execution, spec)
-            self.budget.tools_used()
-            return outcome
-        return await execute_node(execution, spec)
+        return await self._runners.run(execution, spec)
 
     # -- describe query --------------------------------------------------------
 
@@ -448,15 +509,3 @@ class RunEngine:
             budget=self.budget.state() if self.budget.shown else None,
             deadline_at=self._deadline.iso,
         )
-
-
-NodeRunner = Callable[[RunEngine, NodeExecution, NodeTypeSpec | None], Awaitable[NodeOutcome]]
-
-NODE_RUNNERS: dict[RunKind, NodeRunner] = {
-    RunKind.ACTIVITY: RunEngine._run_activity,
-    RunKind.AGENT_LOOP: RunEngine._run_agent,
-    RunKind.HUMAN_INPUT: RunEngine._ask_human,
-    RunKind.WORKSTREAM: RunEngine._run_workstream,
-    RunKind.MAP: RunEngine._run_map,
-}
-"""How a run runs a node, by its type's ``NodeTypeSpec.runs``."""

@@ -3,7 +3,10 @@
 The state holds the input, each node's latest output under its id, the last
 output under ``_previous``, ``context`` and ``meta`` (docs/design.md §4). Reports
 are bounded: the latest ``REPORTS_KEPT`` and counts by status over the whole run
-(docs/graphs/long-runs.md); every report is in the archive too.
+(docs/graphs/long-runs.md); every report is in the archive too. The activities
+archive the reports of the nodes they run; the reports the workflow makes itself
+(a node skipped, a fork's node reused, a ``workstream`` node) are kept here, the
+latest of each node (bounded by the graph), and ``finish_run`` archives them.
 
 Workflow code: deterministic, no I/O.
 """
@@ -20,8 +23,16 @@ from temporalio.exceptions import ActivityError, FailureError, RetryState
 with workflow.unsafe.imports_passed_through():
     from spindle.shared.contracts.graph_spec import NodeSpec
     from spindle.shared.contracts.runs import CarriedState, GraphRunInput, NodeReport, NodeStatus
+    from spindle.shared.contracts.workstreams import WorkstreamList
+    from spindle.shared.graphs.node_types import RunKind
     from spindle.worker.contracts import NodeOutcome, policies
     from spindle.worker.registry import spec_of
+
+
+def spec_runs(node: NodeSpec) -> RunKind | None:
+    """How the node's type runs (None: a type this worker does not know)."""
+    spec = spec_of(node.type)
+    return spec.runs if spec is not None else None
 
 
 class RunProgress:
@@ -42,6 +53,8 @@ class RunProgress:
         # Bounded: one report per node execution would grow without end (docs/design.md §10).
         self.reports: deque[NodeReport] = deque(maxlen=policies.REPORTS_KEPT)
         self.report_counts: dict[str, int] = {}
+        # The latest workflow-made report of each node: finish_run archives them.
+        self.decided: dict[str, NodeReport] = {}
 
     def restore(self, carried: CarriedState) -> None:
         """Go on from what the previous generation produced (continue-as-new)."""
@@ -49,6 +62,7 @@ class RunProgress:
         self.output, self.output_node_ran = carried.output, carried.output_node_ran
         self.reports.extend(carried.reports)
         self.report_counts = dict(carried.report_counts)
+        self.decided = {report.node_id: report for report in carried.decided}
 
     def add(self, report: NodeReport) -> None:
         """Keep a node report and count it by status."""
@@ -57,16 +71,16 @@ class RunProgress:
 
     def skipped(self, node: NodeSpec, visit: int, reason: str, at: datetime) -> None:
         """A node the scheduler skipped."""
-        self.add(
-            NodeReport(
-                node_id=node.id,
-                node_type=node.type,
-                status=NodeStatus.SKIPPED,
-                visit=visit,
-                started_at=at.isoformat(),
-                output_summary=f"skipped: {reason}",
-            )
+        report = NodeReport(
+            node_id=node.id,
+            node_type=node.type,
+            status=NodeStatus.SKIPPED,
+            visit=visit,
+            started_at=at.isoformat(),
+            output_summary=f"skipped: {reason}",
         )
+        self.add(report)
+        self.decided[node.id] = report
 
     def succeeded(self, node: NodeSpec, visit: int, outcome: NodeOutcome) -> None:
         """A node's output goes into the state (and the run's output) and its report is kept."""
@@ -79,7 +93,28 @@ class RunProgress:
             self.output, self.output_node_ran = outcome.output, True
         elif not self.output_node_ran:
             self.output = outcome.output
-        self.add(outcome.report.model_copy(update={"visit": visit}))
+        report = outcome.report.model_copy(update={"visit": visit})
+        workstream = spec_runs(node) is RunKind.WORKSTREAM
+        if workstream and isinstance(outcome.output, dict) and "state" in outcome.output:
+            # ``wait: true``: the output is the child's outcome, its state final.
+            report = report.model_copy(update={"child_state": str(outcome.output["state"])})
+        self.add(report)
+        if report.status is NodeStatus.REUSED or workstream:
+            self.decided[node.id] = report  # no activity archived it
+
+    def decided_reports(self, children: WorkstreamList) -> list[NodeReport]:
+        """The workflow-made reports to archive, a workstream node's with its child's
+        state now (the child its output's ``launch_id`` names)."""
+        states = {child.launch_id: child.state.value for child in children.workstreams}
+        reports = []
+        for node_id, decided in self.decided.items():
+            launch = self.state.get(node_id)
+            launch_id = launch.get("launch_id") if isinstance(launch, dict) else None
+            state = states.get(launch_id) if isinstance(launch_id, str) else None
+            if state is not None and decided.status is NodeStatus.SUCCESS:
+                decided = decided.model_copy(update={"child_state": state})  # noqa: PLW2901
+            reports.append(decided)
+        return reports
 
     def failed(
         self, node: NodeSpec, visit: int, error: BaseException | None, started: datetime
@@ -93,16 +128,19 @@ class RunProgress:
                 base = policies.type_retry(spec_of(node.type))
                 attempt = policies.node_retry(node, base).maximum_attempts
         text = cause.message if isinstance(cause, FailureError) else str(cause)
-        self.add(
-            NodeReport(
-                node_id=node.id,
-                node_type=node.type,
-                status=NodeStatus.FAILED,
-                attempt=attempt,
-                visit=visit,
-                started_at=started.isoformat(),
-                duration_ms=(workflow.now() - started).total_seconds() * 1000,
-                error=text,
-            )
+        report = NodeReport(
+            node_id=node.id,
+            node_type=node.type,
+            status=NodeStatus.FAILED,
+            attempt=attempt,
+            visit=visit,
+            started_at=started.isoformat(),
+            duration_ms=(workflow.now() - started).total_seconds() * 1000,
+            error=text,
         )
+        self.add(report)
+        if not isinstance(error, ActivityError):
+            # Failed in the workflow (max_turns, an expression budget, a refused step):
+            # no activity archived its report, so the run's end does.
+            self.decided[node.id] = report
         return f"node '{node.id}' ({node.type}) failed: {text}"

@@ -21,27 +21,50 @@ Rules:
 - Loops are bounded by ``edge.max_iterations`` (traversals of that back-edge) and
   ``node.max_visits`` (executions of a node). A back-edge whose bound is reached is
   not taken and yields a warning; the node's forward edges then decide as usual.
+  Nothing else bounds a node: a node without ``max_visits`` runs as often as its
+  loops' edges allow. The one safety cap is the ``max_node_visits`` setting the run
+  is given (``max_node_visits`` here; None: none): a node that would run more often
+  raises ``NodeVisitCapReached`` and the run fails naming the setting; validation
+  refuses a graph whose bounds allow more (docs/graphs/index.md, "Loops and bounds").
 - Every ready node is returned at once, so independent branches run concurrently.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from spindle.shared.contracts.graph_spec import EdgeSpec, GraphSpec
 from spindle.shared.contracts.runs import SchedulerSnapshot
-from spindle.shared.graphs.expressions import evaluate, is_truthy
+from spindle.shared.graphs.expressions import EvaluationBudget, evaluate, is_truthy
 from spindle.shared.graphs.structure import find_back_edges
 
 if TYPE_CHECKING:
     from spindle.worker.contracts import NodeOutcome
 
-# Safety net for graphs that were not validated: validation refuses unbounded
-# cycles, but a run must never loop forever because of a bad spec.
-UNBOUNDED_VISITS_LIMIT = 1000
+LEGACY_VISITS_LIMIT = 1000
+"""The hidden cap on a node without ``max_visits`` that runs recorded before
+``NODE_VISITS_PATCH`` applied (a warning, then the loop not taken); they replay so."""
+
+
+class NodeVisitCapReached(Exception):
+    """A node would run more often than the run's ``max_node_visits`` setting allows."""
+
+    def __init__(self, node_id: str, cap: int) -> None:
+        super().__init__(
+            f"node '{node_id}' would run more than {cap} times: the max_node_visits "
+            f"setting (SPINDLE_MAX_NODE_VISITS) stops a run there "
+            f"(docs/graphs/index.md#loops-and-bounds)"
+        )
+        self.node_id = node_id
+        self.cap = cap
+
+
+def _no_legacy_cap() -> bool:
+    return False
 
 
 class NodeState(Enum):
@@ -94,10 +117,23 @@ class GraphScheduler:
 
     Args:
         spec: the graph; assumed structurally valid (``validate_structure``).
+        max_node_visits: the run's safety cap on any node's executions (the
+            ``max_node_visits`` setting); None: no cap.
+        legacy_cap: asked once a node without ``max_visits`` reaches
+            ``LEGACY_VISITS_LIMIT`` visits; True applies that old hidden cap (a run
+            recorded before it was removed, replaying).
     """
 
-    def __init__(self, spec: GraphSpec) -> None:
+    def __init__(
+        self,
+        spec: GraphSpec,
+        *,
+        max_node_visits: int | None = None,
+        legacy_cap: Callable[[], bool] = _no_legacy_cap,
+    ) -> None:
         self._spec = spec
+        self._cap = max_node_visits
+        self._legacy_cap = legacy_cap
         self._edges = spec.edges
         self._back = find_back_edges(spec)
         self._nodes = {n.id: n for n in spec.nodes}
@@ -181,7 +217,13 @@ class GraphScheduler:
         self._drain(work, advance)
         return advance
 
-    def complete(self, node_id: str, ports: list[str], state: dict[str, Any]) -> Advance:
+    def complete(
+        self,
+        node_id: str,
+        ports: list[str],
+        state: dict[str, Any],
+        budget: EvaluationBudget | None = None,
+    ) -> Advance:
         """Record that ``node_id`` finished and decide its outgoing edges.
 
         Args:
@@ -189,10 +231,13 @@ class GraphScheduler:
             ports: the ports the node chose (routers); edges with a ``from_port``
                 are taken only when it is among them.
             state: the run state after the node's output was stored, for ``when``.
+            budget: shared by every ``when`` (the workflow task's expression
+                budget); None: each is bounded alone.
 
         Raises:
             ValueError: the node is not running.
             spindle.shared.graphs.expressions.ExpressionError: a ``when`` cannot be evaluated.
+            NodeVisitCapReached: a node would run past the run's ``max_node_visits``.
         """
         if self._state.get(node_id) is not NodeState.RUNNING:
             raise ValueError(f"node '{node_id}' is not running")
@@ -201,7 +246,7 @@ class GraphScheduler:
         out = self._out[node_id]
 
         for i in out:
-            if i not in self._back or not self._fires(self._edges[i], ports, state):
+            if i not in self._back or not self._fires(self._edges[i], ports, state, budget):
                 continue
             bound = self._loop_bound_hit(i)
             if bound is None:
@@ -210,7 +255,9 @@ class GraphScheduler:
             advance.warnings.append(bound)
 
         work: deque[tuple[int, bool]] = deque(
-            (i, self._fires(self._edges[i], ports, state)) for i in out if i not in self._back
+            (i, self._fires(self._edges[i], ports, state, budget))
+            for i in out
+            if i not in self._back
         )
         self._drain(work, advance)
         return advance
@@ -218,14 +265,19 @@ class GraphScheduler:
     # -- internals -----------------------------------------------------------
 
     @staticmethod
-    def _fires(edge: EdgeSpec, ports: list[str], state: dict[str, Any]) -> bool:
+    def _fires(
+        edge: EdgeSpec, ports: list[str], state: dict[str, Any], budget: EvaluationBudget | None
+    ) -> bool:
         if edge.from_port is not None and edge.from_port not in ports:
             return False
-        return edge.when is None or is_truthy(evaluate(edge.when, state))
+        return edge.when is None or is_truthy(evaluate(edge.when, state, budget=budget))
 
-    def _visit_limit(self, node_id: str) -> int:
+    def _visit_limit(self, node_id: str) -> int | None:
+        """The node's own ``max_visits`` (None: only its loops bound it)."""
         limit = self._nodes[node_id].max_visits
-        return UNBOUNDED_VISITS_LIMIT if limit is None else limit
+        if limit is None and self._visits[node_id] >= LEGACY_VISITS_LIMIT and self._legacy_cap():
+            return LEGACY_VISITS_LIMIT
+        return limit
 
     def _loop_bound_hit(self, edge_index: int) -> str | None:
         edge = self._edges[edge_index]
@@ -235,7 +287,7 @@ class GraphScheduler:
                 f"({edge.max_iterations}); not repeating '{edge.to}'"
             )
         limit = self._visit_limit(edge.to)
-        if self._visits[edge.to] >= limit:
+        if limit is not None and self._visits[edge.to] >= limit:
             return (
                 f"node '{edge.to}' reached max_visits ({limit}); "
                 f"loop {edge.from_} → {edge.to} not taken"
@@ -284,10 +336,12 @@ class GraphScheduler:
 
     def _activate(self, node_id: str, advance: Advance, work: deque[tuple[int, bool]]) -> None:
         limit = self._visit_limit(node_id)
-        if self._visits[node_id] >= limit:
+        if limit is not None and self._visits[node_id] >= limit:
             advance.warnings.append(f"node '{node_id}' reached max_visits ({limit}); skipped")
             self._skip(node_id, f"max_visits ({limit}) reached", advance, work)
             return
+        if self._cap is not None and self._visits[node_id] >= self._cap:
+            raise NodeVisitCapReached(node_id, self._cap)
         self._visits[node_id] += 1
         self._state[node_id] = NodeState.RUNNING
         advance.ready.append(Activation(node_id, self._visits[node_id]))
@@ -313,4 +367,19 @@ class GraphScheduler:
             if any(incoming):
                 self._activate(target, advance, work)
             else:
-                self._skip(target, "no incoming edge was taken", advance, work)
+                self._skip(target, self._not_taken(target), advance, work)
+
+    def _not_taken(self, node_id: str) -> str:
+        """Why a node is skipped: each incoming edge, and what it needed."""
+        edges = []
+        for i in self._forward_in[node_id]:
+            edge = self._edges[i]
+            text = f"{edge.from_} → {edge.to}"
+            if self._state[edge.from_] is NodeState.SKIPPED:
+                text += f" ('{edge.from_}' was skipped)"
+            else:
+                needs = [f"port {edge.from_port!r}"] if edge.from_port is not None else []
+                needs += [f"when {edge.when}"] if edge.when is not None else []
+                text += f" (not taken: {', '.join(needs)})" if needs else ""
+            edges.append(text)
+        return "no incoming edge was taken: " + "; ".join(edges)

@@ -23,13 +23,16 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
 from spindle.gateway.api.deps import (
+    CallerDep,
     ControllableRunDep,
     FileStoreDep,
     IdentityDep,
     ReadableRunDep,
     SettingsDep,
 )
+from spindle.gateway.services import run_input
 from spindle.shared.contracts.errors import PayloadTooLarge, ValidationFailed
+from spindle.shared.contracts.runs import FileUploaded
 from spindle.shared.store.file_store import StoredFile, safe_artifact_path, safe_file_name
 
 router = APIRouter(tags=["files"])
@@ -93,6 +96,7 @@ async def upload_file(
     store: FileStoreDep,
     settings: SettingsDep,
     response: Response,
+    caller: CallerDep,
 ) -> StoredFile:
     if file.filename is None:
         raise ValidationFailed(
@@ -113,6 +117,15 @@ async def upload_file(
         uploaded_by=identity.user_id,
     )
     response.headers["Location"] = file_url(workflow_id, run_id, stored.name)
+    # Seed 002: the agent is signaled via FileUploaded (docs/conversations.md, Uploads).
+    upload = FileUploaded(
+        name=stored.name,
+        content_type=stored.content_type,
+        size=stored.size,
+        path=stored.name,
+        uploaded_by=identity.user_id,
+    )
+    await run_input.file_uploaded(caller, workflow_id, upload)
     return stored
 
 

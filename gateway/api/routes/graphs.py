@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Body, Response, status
+from fastapi import APIRouter, Request, Response, status
 
 from spindle.gateway.api.deps import (
     ArchiveDep,
@@ -13,6 +13,7 @@ from spindle.gateway.api.deps import (
     SettingsDep,
     TenantDep,
 )
+from spindle.gateway.http.documents import read_document
 from spindle.gateway.models import GraphList, GraphSummary
 from spindle.shared.contracts.errors import GraphInvalid, NotFound
 from spindle.shared.contracts.graph_spec import GraphSpec, graph_json_schema
@@ -61,32 +62,55 @@ async def get_graph(name: str, archive: ArchiveDep, tenant: TenantDep) -> GraphS
     return spec
 
 
+# The body is read by ``read_document`` (JSON or YAML), so OpenAPI is told here.
+_GRAPH_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "a graph spec (JSON Schema at GET /graphs/schema), as JSON or "
+        "YAML; name optional",
+        "content": {
+            media: {"schema": {"type": "object", "additionalProperties": True}}
+            for media in ("application/json", "application/yaml", "text/yaml")
+        },
+    }
+}
+
+
 @router.put(
     "/graphs/{name}",
     response_model=GraphSpec,
     response_model_by_alias=True,
     response_model_exclude_none=True,
     summary="Register or replace a graph (validated first; 201 when new)",
+    description="The body is JSON or YAML (Content-Type application/json, "
+    "application/yaml or text/yaml). Every fault of the graph is answered in one 422, "
+    "each with node, field and rule.",
+    openapi_extra=_GRAPH_BODY,
     responses={
         201: {"description": "registered", "model": GraphSpec},
+        400: {"description": "the body is not valid JSON/YAML (line, column) (problem+json)"},
         403: {"description": "the caller has no role in graph_write_roles (problem+json)"},
-        422: {"description": "invalid graph, naming the node and the rule (problem+json)"},
+        415: {"description": "the body is neither JSON nor YAML (problem+json)"},
+        422: {"description": "invalid graph, naming each node, field and rule (problem+json)"},
     },
 )
 async def put_graph(
     name: str,
     *,
-    spec_body: Annotated[
-        dict[str, Any],
-        Body(description="a graph spec (JSON Schema at GET /graphs/schema); name optional"),
-    ],
+    request: Request,
     response: Response,
     archive: ArchiveDep,
     catalog: CatalogDep,
     tenant: GraphWriterDep,
     settings: SettingsDep,
 ) -> GraphSpec:
-    document = dict(spec_body)
+    body = await read_document(request)
+    if not isinstance(body, dict):
+        raise GraphInvalid(
+            f"a graph is an object, not {type(body).__name__}",
+            errors=[{"node": None, "field": "body", "rule": "type", "message": "not an object"}],
+        )
+    document = dict(body)
     document.setdefault("name", name)
     if document["name"] != name:
         raise GraphInvalid(
@@ -94,7 +118,7 @@ async def put_graph(
             errors=[{"field": "name", "rule": "path_mismatch", "message": "names differ"}],
         )
     spec = parse_graph(document)
-    validate_graph(spec, await catalog.get())
+    validate_graph(spec, await catalog.get(), max_node_visits=settings.max_node_visits)
     check_graph_mcp_servers(
         spec, stdio_commands=settings.mcp_stdio_commands, policy=outbound_policy(settings)
     )

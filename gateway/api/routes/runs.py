@@ -61,7 +61,10 @@ async def create_run(
         Header(
             alias="Idempotency-Key",
             max_length=200,
-            description="a retried POST with the same key returns the same run",
+            description=(
+                "a retried POST with the same key returns the same run; keys are the "
+                "caller's own (another user's same key starts another run)"
+            ),
         ),
     ] = None,
 ) -> StartRunResponse:

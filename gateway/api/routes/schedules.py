@@ -1,4 +1,10 @@
-"""Schedules: graph runs Temporal starts on a cron or an interval (docs/schedules.md)."""
+"""Schedules: graph runs Temporal starts on a cron or an interval (docs/schedules.md).
+
+Any user of the tenant may read a schedule; only its owner (who created it) or a
+user with a role in ``schedule_admin_roles`` may replace, pause, unpause,
+delete, trigger or backfill it (``ManagedScheduleDep``: 404 for another tenant's
+first, then 403).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Path, Response, status
 
-from spindle.gateway.api.deps import CallerDep, IdentityDep
+from spindle.gateway.api.deps import CallerDep
 from spindle.gateway.schedules.models import (
     SCHEDULE_ID_PATTERN,
     BackfillRequest,
@@ -26,10 +32,20 @@ router = APIRouter(tags=["schedules"])
 
 PROBLEMS: dict[int | str, dict[str, Any]] = {
     401: {"description": "missing or invalid credentials (problem+json)"},
+    403: {
+        "description": "changes need the schedule's owner or a role in schedule_admin_roles "
+        "(problem+json)"
+    },
     404: {"description": "unknown schedule (or another tenant's) or graph (problem+json)"},
     409: {"description": "a schedule of that id exists (problem+json)"},
-    429: {"description": "trigger/backfill over the tenant's run-start limit (problem+json)"},
-    422: {"description": "invalid field, graph or input, naming the field (problem+json)"},
+    429: {
+        "description": "trigger/backfill over the tenant's run-start limit, one permit per "
+        "run (problem+json)"
+    },
+    422: {
+        "description": "invalid field, graph or input, naming the field; a backfill past "
+        "schedule_backfill_max_runs (problem+json)"
+    },
     503: {"description": "Temporal unavailable; retry (problem+json)"},
 }
 
@@ -68,6 +84,16 @@ async def owned_schedule(
 
 
 OwnedScheduleDep = Annotated[OwnedSchedule, Depends(owned_schedule)]
+
+
+async def managed_schedule(schedule: OwnedScheduleDep) -> OwnedSchedule:
+    """The schedule in the path if the caller may change it: 404 as ``owned_schedule``,
+    then 403 unless the caller owns it or holds a role in ``schedule_admin_roles``."""
+    schedule.service.check_manage(schedule.detail)
+    return schedule
+
+
+ManagedScheduleDep = Annotated[OwnedSchedule, Depends(managed_schedule)]
 
 
 @router.post(
@@ -119,10 +145,9 @@ async def get_schedule(schedule: OwnedScheduleDep) -> ScheduleDetail:
     summary="Replace what and when a schedule runs (its paused state is kept)",
     responses=PROBLEMS,
 )
-async def update_schedule(
-    schedule: OwnedScheduleDep, body: ScheduleBody, identity: IdentityDep
-) -> ScheduleDetail:
-    await schedule.service.update(schedule.id, body, identity.user_id)
+async def update_schedule(schedule: ManagedScheduleDep, body: ScheduleBody) -> ScheduleDetail:
+    # The new graph runs as the schedule's owner, whoever (owner or admin) replaced it.
+    await schedule.service.update(schedule.id, body, schedule.detail.user_id)
     return await schedule.service.get(schedule.id)
 
 
@@ -138,7 +163,7 @@ async def _set_paused(schedule: OwnedSchedule, note: str | None, paused: bool) -
     responses=PROBLEMS,
 )
 async def pause_schedule(
-    schedule: OwnedScheduleDep, body: Annotated[PauseRequest | None, Body()] = None
+    schedule: ManagedScheduleDep, body: Annotated[PauseRequest | None, Body()] = None
 ) -> ScheduleDetail:
     return await _set_paused(schedule, body.note if body else None, True)
 
@@ -150,7 +175,7 @@ async def pause_schedule(
     responses=PROBLEMS,
 )
 async def unpause_schedule(
-    schedule: OwnedScheduleDep, body: Annotated[PauseRequest | None, Body()] = None
+    schedule: ManagedScheduleDep, body: Annotated[PauseRequest | None, Body()] = None
 ) -> ScheduleDetail:
     return await _set_paused(schedule, body.note if body else None, False)
 
@@ -163,7 +188,7 @@ async def unpause_schedule(
     responses=PROBLEMS,
 )
 async def trigger_schedule(
-    schedule: OwnedScheduleDep,
+    schedule: ManagedScheduleDep,
     body: Annotated[TriggerRequest | None, Body()] = None,
 ) -> ScheduleAccepted:
     # A start the caller asks for now: counted like POST /runs (docs/schedules.md).
@@ -178,9 +203,14 @@ async def trigger_schedule(
     summary="Start the runs the schedule would have started between start and end",
     responses=PROBLEMS,
 )
-async def backfill_schedule(schedule: OwnedScheduleDep, body: BackfillRequest) -> ScheduleAccepted:
-    await schedule.service.backfill(schedule.id, body)
-    return ScheduleAccepted(schedule_id=schedule.id, message="the backfill's runs are starting")
+async def backfill_schedule(
+    schedule: ManagedScheduleDep, body: BackfillRequest
+) -> ScheduleAccepted:
+    # One run-start permit per run, all taken before Temporal is asked (docs/schedules.md).
+    runs = await schedule.service.backfill(schedule.id, body)
+    return ScheduleAccepted(
+        schedule_id=schedule.id, message=f"the backfill's {runs} runs are starting"
+    )
 
 
 @router.delete(
@@ -190,6 +220,6 @@ async def backfill_schedule(schedule: OwnedScheduleDep, body: BackfillRequest) -
     summary="Delete a schedule (runs it started keep running)",
     responses=PROBLEMS,
 )
-async def delete_schedule(schedule: OwnedScheduleDep) -> Response:
+async def delete_schedule(schedule: ManagedScheduleDep) -> Response:
     await schedule.service.delete(schedule.id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

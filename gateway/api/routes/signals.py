@@ -11,10 +11,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body
 
-from spindle.gateway.api.deps import CallerDep, ReadableRunDep
+from spindle.gateway.api.deps import CallerDep, ControllableRunDep, FileStoreDep, ReadableRunDep
 from spindle.gateway.services import run_input
 from spindle.gateway.services.run_input import RunSignal
-from spindle.shared.contracts.runs import SignalAck, UserInput
+from spindle.shared.contracts.runs import CompleteAck, FileUploaded, SignalAck, UserInput
 
 router = APIRouter(tags=["signals"])
 
@@ -34,6 +34,48 @@ SIGNAL_RESPONSES: dict[int | str, dict[str, Any]] = {
     429: {"description": "the tenant sends signals too fast; retry after Retry-After"},
     503: {"description": "Temporal unavailable or no worker answered in time (problem+json)"},
 }
+
+
+@router.post(
+    "/runs/{workflow_id}/{run_id}/signal/FileUploaded",
+    response_model=SignalAck,
+    summary="Tell the run of a file in its files (the listening agent hears of it)",
+    responses=SIGNAL_RESPONSES,
+)
+async def signal_file_uploaded(
+    workflow_id: str,
+    run_id: str,
+    body: FileUploaded,
+    *,
+    run: ControllableRunDep,
+    caller: CallerDep,
+    store: FileStoreDep,
+) -> SignalAck:
+    stored = await store.get(tenant_id=run.tenant_id, workflow_id=workflow_id, name=body.name)
+    upload = FileUploaded(
+        name=stored.name,
+        content_type=stored.content_type,
+        size=stored.size,
+        path=stored.name,
+        uploaded_by=caller.identity.user_id,
+    )
+    await run_input.file_uploaded(caller, workflow_id, upload)
+    return SignalAck(status="accepted", message=f"file '{stored.name}' announced")
+
+
+@router.post(
+    "/runs/{workflow_id}/complete",
+    response_model=CompleteAck,
+    summary="End the listening interactive agent (COMPLETE); the graph goes on",
+    responses={
+        **SIGNAL_RESPONSES,
+        409: {"description": "no interactive agent is listening, or the run has finished"},
+    },
+)
+async def complete_agent(
+    workflow_id: str, *, run: ControllableRunDep, caller: CallerDep
+) -> CompleteAck:
+    return await run_input.complete_agent(caller, workflow_id)
 
 
 @router.post(

@@ -32,7 +32,7 @@ from fastapi import APIRouter, Header, Path, status
 
 from spindle.gateway.api.deps import CallerDep, ControllableRunDep, ReadableRunDep
 from spindle.gateway.http.temporal_errors import is_missing_handler
-from spindle.gateway.services import run_records
+from spindle.gateway.services import run_input, run_records
 from spindle.gateway.services.run_input import update_run
 from spindle.shared.contracts.budgets import (
     EXTEND_WORKSTREAM_DEADLINE_UPDATE,
@@ -56,12 +56,10 @@ from spindle.shared.contracts.errors import (
 )
 from spindle.shared.contracts.workstreams import (
     LAUNCH_WORKSTREAM_UPDATE,
-    MESSAGE_WORKSTREAM_UPDATE,
     STEER_WORKSTREAM_UPDATE,
     TERMINATE_WORKSTREAM_UPDATE,
     LaunchAck,
     LaunchRequest,
-    MessageWorkstream,
     SteerAck,
     SteerRequest,
     SteerWorkstream,
@@ -223,15 +221,8 @@ async def message_workstream(
     run: ControllableRunDep,
     caller: CallerDep,
 ) -> WorkstreamMessageAck:
-    return await update_run(
-        caller,
-        workflow_id,
-        name=MESSAGE_WORKSTREAM_UPDATE,
-        argument=MessageWorkstream(launch_id=launch_id, message=body),
-        result_type=WorkstreamMessageAck,
-        update_id=f"message-{uuid.uuid4().hex}",
-        refused=_refusal(workflow_id, MESSAGE_WORKSTREAM_UPDATE, launch_id),
-    )
+    # One mechanism with a UserInput naming the workstream (docs/conversations.md).
+    return await run_input.message_workstream(caller, workflow_id, launch_id, body)
 
 
 @router.post(

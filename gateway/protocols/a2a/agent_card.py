@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Sequence
 from email.utils import formatdate
 from typing import Annotated, Any
 
@@ -53,54 +54,50 @@ from fastapi import APIRouter, Header, Query
 from fastapi.responses import JSONResponse, Response
 from google.protobuf.json_format import MessageToDict
 
-from spindle.gateway.api.deps import BaseUrlDep
+from spindle.gateway.api.deps import ArchiveDep, BaseUrlDep, OptionalIdentityDep
+from spindle.shared.contracts.graph_spec import GraphSpec
 
 CARD_PATHS = (AGENT_CARD_WELL_KNOWN_PATH, "/.well-known/agent-card", "/.well-known/agent.json")
 AGENT_VERSION = "0.1.0"
 
 router = APIRouter(tags=["a2a"])
 
-SKILLS = (
-    AgentSkill(
-        id="run-graph",
-        name="Run an agent graph",
-        description=(
-            "Runs a registered Spindle graph durably: the message text (or data part) is the "
-            "run's input, message metadata 'graph' names the graph (default research-agent). "
-            "A run waiting for a person shows as input-required; answer with a message on the "
-            "same task."
-        ),
-        tags=["graph", "agent", "workflow", "durable"],
-        examples=["What is the boiling point of water at sea level?"],
+RUN_GRAPH = AgentSkill(
+    id="run-graph",
+    name="Run an agent graph",
+    description=(
+        "Runs a registered Spindle graph durably: the message text (or data part) is the "
+        "run's input, message metadata 'graph' names the graph (default research-agent). "
+        "A run waiting for a person shows as input-required; answer with a message on the "
+        "same task. Fetch this card with your credentials to see every graph your tenant "
+        "can run as a skill of its own."
     ),
-    AgentSkill(
-        id="research-agent",
-        name="Research a question",
-        description="An agent answers a question with knowledge-base search and a calculator.",
-        tags=["research", "question-answering"],
-        examples=["How many days are there in 3 weeks?"],
-    ),
-    AgentSkill(
-        id="approval-flow",
-        name="Draft and approve a document",
-        description=(
-            "Drafts a document on a topic and waits for a person to approve or reject it "
-            "(input-required)."
-        ),
-        tags=["approval", "human-in-the-loop"],
-        examples=["Q3 budget"],
-    ),
-    AgentSkill(
-        id="tasks.execute",
-        name="Execute Task Tree",
-        description="Execute a complete task tree with multiple tasks (JSON-RPC tasks.* methods)",
-        tags=["task", "orchestration", "workflow", "execution"],
-    ),
+    tags=["graph", "agent", "workflow", "durable"],
+    examples=["What is the boiling point of water at sea level?"],
 )
+TASKS_EXECUTE = AgentSkill(
+    id="tasks.execute",
+    name="Execute Task Tree",
+    description="Execute a complete task tree with multiple tasks (JSON-RPC tasks.* methods)",
+    tags=["task", "orchestration", "workflow", "execution"],
+)
+SKILLS = (RUN_GRAPH, TASKS_EXECUTE)
+"""The skills every card lists; each registered graph of the caller's tenant adds one."""
 
 
-def build_card(base_url: str) -> AgentCard:
-    """The card for a gateway reached at ``base_url``."""
+def graph_skill(spec: GraphSpec) -> AgentSkill:
+    """One registered graph as a skill: message metadata ``graph`` = ``spec.name``."""
+    return AgentSkill(
+        id=spec.name,
+        name=spec.name,
+        description=(spec.description or f"Runs graph {spec.name}")
+        + f" (message metadata 'graph': '{spec.name}')",
+        tags=["graph"],
+    )
+
+
+def build_card(base_url: str, graphs: Sequence[GraphSpec] = ()) -> AgentCard:
+    """The card for a gateway reached at ``base_url``, listing ``graphs`` as skills."""
     rpc_url = f"{base_url.rstrip('/')}/"
     return AgentCard(
         name="Spindle",
@@ -125,7 +122,7 @@ def build_card(base_url: str) -> AgentCard:
         capabilities=AgentCapabilities(streaming=True, push_notifications=True),
         default_input_modes=["text/plain", "application/json"],
         default_output_modes=["text/plain", "application/json"],
-        skills=list(SKILLS),
+        skills=[*SKILLS, *(graph_skill(spec) for spec in graphs)],
         security_schemes={
             "bearer": SecurityScheme(
                 http_auth_security_scheme=HTTPAuthSecurityScheme(
@@ -149,19 +146,24 @@ def wants_v1(version: str | None) -> bool:
     return major.isdigit() and int(major) >= 1
 
 
-def card_json(base_url: str, version: str | None = None) -> dict[str, Any]:
+def card_json(
+    base_url: str, version: str | None = None, graphs: Sequence[GraphSpec] = ()
+) -> dict[str, Any]:
     """The card as a client of protocol ``version`` reads it (see the module docs)."""
-    card = build_card(base_url)
+    card = build_card(base_url, graphs)
     if wants_v1(version):
         return dict(MessageToDict(card))
     return agent_card_to_dict(card)
 
 
-# A2A §8.6 asks card servers for HTTP caching: the card changes only with a
-# release or the public URL, so clients may keep it for an hour and revalidate
-# with If-None-Match (the ETag is a hash of the exact bytes served).
+# A2A §8.6 asks card servers for HTTP caching: the anonymous card changes only
+# with a release or the public URL, so clients may keep it for an hour and
+# revalidate with If-None-Match (the ETag is a hash of the exact bytes served).
 CACHE_CONTROL = "public, max-age=3600"
-# The card is built from code and settings fixed for the process's life.
+# A card fetched with credentials lists the caller's tenant's graphs, which change
+# when one is registered: kept by that client only, briefly.
+CALLER_CACHE_CONTROL = "private, max-age=60"
+# The anonymous card is built from code and settings fixed for the process's life.
 LAST_MODIFIED = formatdate(time.time(), usegmt=True)
 
 
@@ -178,6 +180,9 @@ def _matches(if_none_match: str | None, etag: str) -> bool:
 
 async def get_agent_card(
     base_url: BaseUrlDep,
+    identity: OptionalIdentityDep,
+    archive: ArchiveDep,
+    *,
     if_none_match: Annotated[str | None, Header()] = None,
     a2a_version_header: Annotated[
         str | None,
@@ -191,14 +196,22 @@ async def get_agent_card(
     ] = None,
 ) -> Response:
     """Spindle's A2A agent card (public, no credentials needed); 304 when the
-    client's ``If-None-Match`` holds the current ETag of the shape it asks for."""
-    body = orjson.dumps(card_json(base_url, a2a_version_header or a2a_version_query))
+    client's ``If-None-Match`` holds the current ETag of the shape it asks for.
+
+    With credentials (or with authentication off) the card also lists, as skills,
+    every graph the caller's tenant has registered (docs/protocols/a2a.md).
+    """
+    graphs: list[GraphSpec] = []
+    if identity is not None:
+        graphs = await archive.list_graphs(tenant_id=identity.tenant_id)
+    version = a2a_version_header or a2a_version_query
+    body = orjson.dumps(card_json(base_url, version, graphs))
     etag = _etag(body)
     headers = {
         "ETag": etag,
-        "Cache-Control": CACHE_CONTROL,
+        "Cache-Control": CACHE_CONTROL if identity is None else CALLER_CACHE_CONTROL,
         "Last-Modified": LAST_MODIFIED,
-        "Vary": "A2A-Version",
+        "Vary": "A2A-Version, Authorization, X-API-Key",
     }
     if _matches(if_none_match, etag):
         return Response(status_code=304, headers=headers)

@@ -26,21 +26,29 @@ What maps to what:
 - a workstream (``w``) → a subagent: SUBAGENT_STARTED at its first message,
   its events carry ``subagentRunId``, its COMPLETE → SUBAGENT_FINISHED
   (SUBAGENT_ERROR when it failed).
-- the main REQUEST_INPUT → RUN_FINISHED with an ``interrupt`` outcome (the
-  prompt, its uiSchema as ``responseSchema``); COMPLETE → RUN_FINISHED (the
-  run's output as ``result``) or RUN_ERROR after the run's ERROR; TERMINATED →
-  RUN_FINISHED with a ``cancelled`` outcome.
+- the main REQUEST_INPUT → STATE_SNAPSHOT and MESSAGES_SNAPSHOT (the thread's
+  messages: those the client sent, then this run's, ``transcript``), then
+  RUN_FINISHED with an ``interrupt`` outcome (the prompt, its uiSchema as
+  ``responseSchema``); COMPLETE → RUN_FINISHED (the run's output as ``result``)
+  or RUN_ERROR after the run's ERROR; TERMINATED → RUN_FINISHED with a
+  ``cancelled`` outcome.
+- the main IDLE of an agent waiting for the user (``waiting_for`` empty) →
+  RUN_FINISHED (success): the next user message is a new AG-UI run. A run that
+  sent a user message (``awaits``: its ``client_message_id``) ends only at an
+  IDLE after that message's QUESTION echo.
 - every other message → CUSTOM ``spindle.<type>`` with its text and details.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 import orjson
 
+from spindle.gateway.protocols.agui.transcript import Transcript
 from spindle.shared.contracts.messages import MAIN_WORKSTREAM, AgentMessageType, CompactMessage
 
 PROTOCOL_VERSION = "1.0"
@@ -55,6 +63,7 @@ class SegmentEnd(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    IDLE = "idle"
 
 
 def interrupt_id(seq: int) -> str:
@@ -118,6 +127,14 @@ def _is_tool_result(message: CompactMessage) -> bool:
     return message.t in kinds and {"call_id", "result"} <= _details(message).keys()
 
 
+def _set_at(document: dict[str, Any], path: str, value: Any) -> None:
+    """``add`` / ``replace`` of a JSON Patch on objects only (the state this mapper writes)."""
+    tokens = [t.replace("~1", "/").replace("~0", "~") for t in path.split("/")[1:]]
+    for token in tokens[:-1]:
+        document = document.setdefault(token, {})
+    document[tokens[-1]] = value
+
+
 def _arguments(value: Any) -> str:
     return value if isinstance(value, str) else orjson.dumps(value).decode()
 
@@ -139,9 +156,21 @@ class SegmentMapper:
         run_id: the AG-UI run (the client's).
         workflow_id: the Spindle run.
         start_seq: the segment holds the messages after this seq.
+        sent: the messages of the ``RunAgentInput`` (for MESSAGES_SNAPSHOT).
+        awaits: the ``client_message_id`` of the user message this AG-UI run
+            sent: an IDLE ends the run only after that message's echo.
     """
 
-    def __init__(self, *, thread_id: str, run_id: str, workflow_id: str, start_seq: int) -> None:
+    def __init__(
+        self,
+        *,
+        thread_id: str,
+        run_id: str,
+        workflow_id: str,
+        start_seq: int,
+        sent: list[dict[str, Any]] | None = None,
+        awaits: str | None = None,
+    ) -> None:
         self.thread_id = thread_id
         self.run_id = run_id
         self.workflow_id = workflow_id
@@ -153,6 +182,9 @@ class SegmentMapper:
         self._main = _Owner(None)
         self._subagents: dict[str, _Owner] = {}
         self._finished_subagents: set[str] = set()
+        self._transcript = Transcript(sent or [])
+        self._state_now: dict[str, Any] = {}
+        self._awaits = awaits
 
     # -- emitting --------------------------------------------------------------
 
@@ -160,6 +192,7 @@ class SegmentMapper:
         if ts is not None:
             body["timestamp"] = ts
         self._events.append(AguiEvent(self._seq, len(self._events), body))
+        self._transcript.observe(body)
 
     def _take(self) -> list[AguiEvent]:
         events, self._events = self._events, []
@@ -185,6 +218,7 @@ class SegmentMapper:
             }
         )
         snapshot = {"workflowId": self.workflow_id, "status": "running", "steps": {}}
+        self._state_now = {**snapshot, "steps": {}}
         self._emit({"type": "STATE_SNAPSHOT", "snapshot": snapshot})
         return self._take()
 
@@ -209,12 +243,19 @@ class SegmentMapper:
             result: the run's output (for a completed run).
         """
         assert self.end is not None, "feed() the segment's last message first"
+        # At an interrupt or an idle agent the run goes on: its subagents are suspended.
+        waiting = self.end in (SegmentEnd.INTERRUPT, SegmentEnd.IDLE)
         for name in list(self._subagents):
-            self._close_subagent(name, suspended=self.end == SegmentEnd.INTERRUPT)
+            self._close_subagent(name, suspended=waiting)
         self._close_owner(self._main)
         if self.end == SegmentEnd.INTERRUPT:
             return self._take()  # the interrupt's RUN_FINISHED was built by feed()
-        status = {"completed": "completed", "failed": "failed", "cancelled": "canceled"}
+        status = {
+            "completed": "completed",
+            "failed": "failed",
+            "cancelled": "canceled",
+            "idle": "idle",
+        }
         self._state([{"op": "replace", "path": "/status", "value": status[self.end.value]}])
         if self.end == SegmentEnd.FAILED:
             self._emit({"type": "RUN_ERROR", "message": self.error or "the run failed"})
@@ -248,6 +289,12 @@ class SegmentMapper:
         if kind == T.TERMINATED:
             self.end = SegmentEnd.CANCELLED
             return
+        if kind == T.QUESTION and self._awaits is not None:
+            if _details(message).get("client_message_id") == self._awaits:
+                self._awaits = None  # the message this run sent was taken: its answer follows
+        elif kind == T.IDLE and self._awaits is None and not _details(message).get("waiting_for"):
+            self.end = SegmentEnd.IDLE  # the agent answered and waits for the user
+            return
         if kind == T.ERROR and _node_of(message) is None:
             self.error = message.m or self.error  # the run's own error; COMPLETE follows
         self._content(self._main, message)
@@ -275,12 +322,11 @@ class SegmentMapper:
         for key in ("assignees", "roles"):  # who may answer, when the prompt says
             if isinstance(details.get(key), list):
                 interrupt["metadata"][key] = details[key]
-        self._state(
-            [
-                {"op": "replace", "path": "/status", "value": "input_required"},
-                {"op": "add", "path": "/pendingInput", "value": {"interruptId": interrupt["id"]}},
-            ]
-        )
+        # What a resume needs, before the interrupt (AG-UI: state at the interrupt boundary).
+        self._state_now["status"] = "input_required"
+        self._state_now["pendingInput"] = {"interruptId": interrupt["id"]}
+        self._emit({"type": "STATE_SNAPSHOT", "snapshot": copy.deepcopy(self._state_now)})
+        self._emit({"type": "MESSAGES_SNAPSHOT", "messages": self._transcript.snapshot()})
         self._emit(
             {
                 "type": "RUN_FINISHED",
@@ -417,6 +463,8 @@ class SegmentMapper:
             self._state([{"op": "replace", "path": path, "value": "finished"}])
 
     def _state(self, operations: list[dict[str, Any]]) -> None:
+        for operation in operations:
+            _set_at(self._state_now, operation["path"], operation["value"])
         self._emit({"type": "STATE_DELTA", "delta": operations})
 
     def _close_owner(self, owner: _Owner) -> None:

@@ -7,8 +7,10 @@ models do with fields they do not know.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any, Literal
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
@@ -68,7 +70,13 @@ class AguiRunInput(BaseModel):
     tools: list[dict[str, Any]] | None = None
     context: list[dict[str, Any]] | None = None
     forwarded_props: Any = None
-    resume: list[AguiResumeEntry] | None = Field(None, max_length=1)
+    # AG-UI allows one entry per interrupt; a Spindle run waits on one at a time, and
+    # entries beyond it are reported (RUN_ERROR), so a few are accepted.
+    resume: list[AguiResumeEntry] | None = Field(None, max_length=16)
+
+    def sent_messages(self) -> list[dict[str, Any]]:
+        """The messages as sent (camelCase), for the MESSAGES_SNAPSHOT at an interrupt."""
+        return [m.model_dump(by_alias=True, exclude_none=True) for m in self.messages]
 
     def last_user_text(self) -> str:
         """The text of the last user message ('' when there is none)."""
@@ -93,3 +101,33 @@ class AguiRunInput(BaseModel):
         if isinstance(props, dict) and "input" in props:
             return True, props["input"]
         return False, None
+
+
+class RejectionCode(StrEnum):
+    """The ``code`` of a RUN_ERROR that refuses a ``RunAgentInput`` (docs/protocols/agui.md)."""
+
+    INTERRUPT_PENDING = "INTERRUPT_PENDING"
+    """No ``resume`` on a thread whose run waits on a prompt (AG-UI interrupts, rule 4)."""
+    UNKNOWN_INTERRUPT = "UNKNOWN_INTERRUPT"
+    """A resume naming no open interrupt of the thread: unknown, answered or superseded."""
+    INTERRUPT_EXPIRED = "INTERRUPT_EXPIRED"
+    """A ``resolved`` resume past the interrupt's ``expiresAt`` (it may still be cancelled)."""
+    INVALID_RESUME = "INVALID_RESUME"
+    """A payload the prompt refuses (``metadata.errors`` names each field)."""
+    RUN_BUSY = "RUN_BUSY"
+    """The thread's run is still running and takes no (or no new) user message."""
+
+
+class AguiRejection(BaseModel):
+    """A ``RunAgentInput`` refused before anything starts: its stream is one RUN_ERROR."""
+
+    code: RejectionCode
+    message: str
+    metadata: dict[str, Any] | None = None
+
+    def frame(self) -> bytes:
+        """The SSE frame of the RUN_ERROR (id ``0.0``: the stream has nothing else)."""
+        body: dict[str, Any] = {"type": "RUN_ERROR", "message": self.message, "code": self.code}
+        if self.metadata:
+            body["metadata"] = self.metadata
+        return b"id: 0.0\ndata: %s\n\n" % orjson.dumps(body)

@@ -4,9 +4,11 @@ The mapping is in ``spindle.gateway.protocols.agui`` and docs/protocols/agui.md
 (AG-UI). Auth is the same as every route's (API key or JWT; stream tokens are
 refused, the route is not in ``STREAM_TOKEN_ROUTES``). The stream holds one of
 the tenant's stream slots (``max_streams_per_tenant``) until it ends; a new run
-counts against the run-start limit. Errors before the stream starts are
-problem+json (404 unknown graph/thread, 422 bad input or a refused answer, 409
-no such interrupt, 429 over a limit); a run that fails is AG-UI's RUN_ERROR.
+counts against the run-start limit. Errors of the request are problem+json
+before the stream starts (404 unknown graph or AG-UI run, 403 not the thread's,
+422 a bad body or run input, 429 over a limit); what AG-UI's interrupt rules
+refuse (a missing, unknown, stale, expired or refused resume, a busy thread) is
+a stream of one RUN_ERROR with a ``code``, and a run that fails is RUN_ERROR too.
 When the gateway stops, open streams end at once with a ``retry:`` hint, like
 the run stream (spindle.gateway.http.stream_drain).
 """
@@ -24,7 +26,7 @@ from starlette.responses import Response, StreamingResponse
 from spindle.gateway.api.deps import CallerDep
 from spindle.gateway.http.stream_drain import StreamDrain
 from spindle.gateway.protocols.agui.event_mapper import parse_event_id
-from spindle.gateway.protocols.agui.models import AguiRunInput
+from spindle.gateway.protocols.agui.models import AguiRejection, AguiRunInput
 from spindle.gateway.protocols.agui.run_stream import AguiEventStream, open_agui_run
 from spindle.gateway.services.run_streams import serve_under, take_slot
 from spindle.gateway.streams.sse import SSE_HEADERS
@@ -40,15 +42,18 @@ AGUI_RESPONSES: dict[int | str, dict[str, object]] = {
     200: {
         "description": (
             "text/event-stream of AG-UI 1.0 events: RUN_STARTED … RUN_FINISHED (success, "
-            "interrupt or cancelled) or RUN_ERROR; `: keep-alive` comments when idle"
+            "interrupt or cancelled) or RUN_ERROR; `: keep-alive` comments when idle. An "
+            "input the interrupt rules refuse is one RUN_ERROR with a `code` "
+            "(INTERRUPT_PENDING, UNKNOWN_INTERRUPT, INTERRUPT_EXPIRED, INVALID_RESUME, RUN_BUSY)"
         ),
         "content": {"text/event-stream": {"schema": AGUI_EVENT_SCHEMA}},
     },
     400: {"description": "Last-Event-ID is not an AG-UI event id of this run (problem+json)"},
     401: {"description": "missing, invalid or expired credentials (problem+json)"},
-    404: {"description": "unknown graph, thread or AG-UI run (problem+json)"},
-    409: {"description": "the thread's run does not wait on that interrupt (problem+json)"},
-    422: {"description": "bad RunAgentInput, run input or answer (problem+json)"},
+    403: {"description": "the caller may not control the thread's run (problem+json)"},
+    404: {"description": "unknown graph, or AG-UI run on a reconnect (problem+json)"},
+    409: {"description": "that AG-UI run is still being started: retry (problem+json)"},
+    422: {"description": "bad RunAgentInput or run input (problem+json)"},
     429: {"description": "over the run-start or stream limit (problem+json)"},
 }
 
@@ -86,6 +91,10 @@ async def until_drained(
         stopping.cancel()
 
 
+async def _one(frame: bytes) -> AsyncIterator[bytes]:
+    yield frame
+
+
 def _cursor(value: str | None) -> tuple[int, int] | None:
     if value is None or not value.strip():
         return None
@@ -115,6 +124,11 @@ async def run_agent(
     lease = await take_slot(call)
     try:
         record = await open_agui_run(call, graph, body, reconnecting=after is not None)
+        if isinstance(record, AguiRejection):
+            await lease.release()
+            return StreamingResponse(
+                _one(record.frame()), media_type="text/event-stream", headers=dict(SSE_HEADERS)
+            )
         stream = AguiEventStream(call, body, record, after)
         await stream.open()
     except BaseException:

@@ -6,9 +6,18 @@
   answered again; the stream is the same segment, after ``Last-Event-ID``.
 - ``resume``: the answer to the interrupt the thread's run waits on, delivered
   through ``services.run_input.signal_run`` (validated exactly as ``POST …/signal/UserInput``);
-  the new AG-UI run follows the messages after the prompt.
+  the new AG-UI run follows the messages after the prompt. A ``cancelled`` entry
+  takes the prompt's ``on_cancel`` (``cancel_run`` by default, or ``keep_waiting``).
+- no ``resume`` on a thread whose run is still live: refused while the run waits
+  on a prompt (AG-UI: pending interrupts block new input); otherwise the last
+  user message goes to the run's listening agent (``user_message``, as
+  ``POST …/signal/UserInput`` does) and the AG-UI run follows its answer.
 - otherwise: a new Spindle run of the graph (through ``services.run_starts``), and
   the thread now stands for it.
+
+Inputs the AG-UI interrupt rules refuse (a missing, unknown, stale, expired or
+refused resume) are not HTTP errors: the stream is one ``RUN_ERROR`` with a
+machine-readable ``code`` (``AguiRejection``), and nothing is started or answered.
 
 ``AguiEventStream`` then follows the run's messages (``services.run_streams``: the
 gap-free follow every stream uses), maps them with ``SegmentMapper`` and writes
@@ -20,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncGenerator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from spindle.gateway.models import StartRunRequest
@@ -29,18 +38,30 @@ from spindle.gateway.protocols.agui.event_mapper import (
     AguiEvent,
     SegmentEnd,
     SegmentMapper,
+    interrupt_id,
     interrupt_seq,
 )
-from spindle.gateway.protocols.agui.models import AguiResumeEntry, AguiRunInput
+from spindle.gateway.protocols.agui.models import (
+    AguiRejection,
+    AguiResumeEntry,
+    AguiRunInput,
+    RejectionCode,
+)
 from spindle.gateway.protocols.agui.threads import AguiRunRecord, AguiThreads
 from spindle.gateway.runs.access import RunAction
 from spindle.gateway.services.callers import Caller
+from spindle.gateway.services.run_control import RunStop, cancel_run
 from spindle.gateway.services.run_input import RunSignal, signal_run
 from spindle.gateway.services.run_starts import admit_start
 from spindle.gateway.services.run_streams import RunFollow, check_closed, run_follower
 from spindle.gateway.services.run_views import RunLookup, authorize, await_close, describe_run
 from spindle.gateway.streams.history import stored_messages
-from spindle.shared.contracts.errors import Conflict, NotFound, ValidationFailed
+from spindle.shared.contracts.errors import (
+    Conflict,
+    NotFound,
+    PromptExpired,
+    ValidationFailed,
+)
 from spindle.shared.contracts.messages import AgentMessageType, CompactMessage
 from spindle.shared.contracts.runs import RunStatus, UserInput
 
@@ -49,17 +70,20 @@ log = logging.getLogger(__name__)
 KEEPALIVE = b": keep-alive\n\n"
 # How long the end of a run may take to show in Temporal after its last message.
 CLOSE_WAIT = timedelta(seconds=20)
+# A thread's run in one of these may still take input: the thread is not free.
+LIVE_STATUSES = frozenset({RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.PAUSED})
 
 
 async def open_agui_run(
     call: Caller, graph: str, body: AguiRunInput, *, reconnecting: bool
-) -> AguiRunRecord:
-    """The segment this request streams: re-attached, resumed or newly started.
+) -> AguiRunRecord | AguiRejection:
+    """The segment this request streams (re-attached, resumed, messaged or newly
+    started), or the rejection its stream reports as RUN_ERROR.
 
     Raises:
-        NotFound: an unknown graph, thread (another tenant's too) or AG-UI run.
-        ValidationFailed: bad run input, or an answer the prompt refuses (422).
-        Conflict: the thread's run does not wait on that interrupt (409).
+        NotFound: an unknown graph, or AG-UI run on a reconnect.
+        Forbidden: a caller who may not control the thread's run (403).
+        ValidationFailed: bad run input (422).
     """
     threads = AguiThreads(call.state.bus)
     tenant, thread, run_id = call.tenant_id, body.thread_id, body.run_id
@@ -74,14 +98,17 @@ async def open_agui_run(
         raise NotFound(f"AG-UI run '{run_id}' of thread '{thread}' was not found")
     try:
         if body.resume:
-            record = await _resume(call, threads, graph, body, body.resume[0])
+            outcome = await _resume(call, threads, graph, body)
         else:
-            record = await _start(call, threads, graph, body)
+            outcome = await _new_input(call, threads, graph, body)
     except BaseException:
         await threads.release_run(tenant, thread, run_id)
         raise
-    await threads.save_run(tenant, thread, run_id, record)
-    return record
+    if isinstance(outcome, AguiRejection):
+        await threads.release_run(tenant, thread, run_id)  # nothing started: the id is free
+        return outcome
+    await threads.save_run(tenant, thread, run_id, outcome)
+    return outcome
 
 
 async def _authorize(call: Caller, workflow_id: str, action: RunAction) -> None:
@@ -98,8 +125,81 @@ def run_input(body: AguiRunInput, input_schema: dict[str, Any] | None) -> Any:
     return {name: text} if name is not None else text
 
 
-async def _start(
+async def _current_run(call: Caller, threads: AguiThreads, thread_id: str) -> str | None:
+    """The run the thread stands for, if the caller may rebind it (else 403).
+
+    Rebinding a thread needs the right to control its run (its owner or a
+    run-control role), as answering it does; a thread whose run is gone is free.
+    """
+    current = await threads.thread_run(call.tenant_id, thread_id)
+    if current is None:
+        return None
+    # A run that no longer exists anywhere (NotFound): the thread stands for nothing.
+    with contextlib.suppress(NotFound):
+        await _authorize(call, current, RunAction.CONTROL)
+    return current
+
+
+async def _new_input(
     call: Caller, threads: AguiThreads, graph: str, body: AguiRunInput
+) -> AguiRunRecord | AguiRejection:
+    """Input without ``resume``: to the thread's live run, or a new run."""
+    current = await _current_run(call, threads, body.thread_id)
+    if current is not None:
+        try:
+            detail = await describe_run(call, RunLookup(workflow_id=current))
+        except NotFound:
+            detail = None  # the run is gone: the thread is free
+        if detail is not None and detail.status in LIVE_STATUSES:
+            if detail.pending_input is not None:
+                node = detail.pending_input.node_id
+                return AguiRejection(
+                    code=RejectionCode.INTERRUPT_PENDING,
+                    message=f"thread '{body.thread_id}' has a pending interrupt (its run "
+                    f"waits on the prompt of node '{node}'): resume it first",
+                    metadata={"workflowId": current, "nodeId": node},
+                )
+            return await _send_message(call, graph, body, current)
+    return await _start(call, threads, graph, body, current)
+
+
+async def _send_message(
+    call: Caller, graph: str, body: AguiRunInput, workflow_id: str
+) -> AguiRunRecord | AguiRejection:
+    """The last user message to the live run's listening agent; the AG-UI run follows
+    its answer, up to the agent's next IDLE (docs/conversations.md)."""
+    last = body.messages[-1] if body.messages else None
+    text = body.last_user_text() if last is not None and last.role == "user" else ""
+    busy = f"thread '{body.thread_id}' stands for run '{workflow_id}', which is still running"
+    if not text:
+        return AguiRejection(
+            code=RejectionCode.RUN_BUSY,
+            message=f"{busy}: send a new user message for its agent, or wait for its end",
+            metadata={"workflowId": workflow_id},
+        )
+    # The cursor before the message: nothing the run posts about it is missed.
+    start = await call.state.bus.last_seq(workflow_id)
+    sent_id = f"agui-{body.run_id}"[:200]  # the same AG-UI run sends once
+    message = UserInput(
+        message=text,
+        client_message_id=sent_id,
+        metadata={"protocol": "ag-ui", "thread_id": body.thread_id, "message_id": last.id}
+        if last is not None
+        else None,
+    )
+    try:
+        await signal_run(call, RunSignal(workflow_id=workflow_id, input=message))
+    except Conflict as exc:  # no agent listens (or its inbox is full)
+        return AguiRejection(
+            code=RejectionCode.RUN_BUSY,
+            message=f"{busy} and takes no message now: {exc.detail}",
+            metadata={"workflowId": workflow_id},
+        )
+    return AguiRunRecord(workflow_id=workflow_id, start_seq=start, graph=graph, awaits=sent_id)
+
+
+async def _start(
+    call: Caller, threads: AguiThreads, graph: str, body: AguiRunInput, current: str | None
 ) -> AguiRunRecord:
     admitted = await admit_start(call)
     spec = await admitted.graph(graph)
@@ -107,52 +207,117 @@ async def _start(
     # A retried start of the same AG-UI run is the same Spindle run.
     key = f"agui:{body.thread_id}:{body.run_id}"
     started, _ = await admitted.start(request, idempotency_key=key)
-    await threads.set_thread_run(call.tenant_id, body.thread_id, started.workflow_id)
+    tenant = call.tenant_id
+    if started.workflow_id != current and not await threads.bind_thread(
+        tenant, body.thread_id, started.workflow_id, current=current
+    ):
+        raise Conflict(
+            f"thread '{body.thread_id}' was given another run meanwhile; run "
+            f"'{started.workflow_id}' was started but is not the thread's"
+        )
     return AguiRunRecord(workflow_id=started.workflow_id, start_seq=0, graph=graph)
 
 
-def _resume_error(field: str, detail: str) -> ValidationFailed:
-    return ValidationFailed(detail, errors=[{"field": field, "rule": "resume", "message": detail}])
-
-
-def _answer_refused(exc: ValidationFailed) -> ValidationFailed:
+def _refused_errors(exc: ValidationFailed) -> list[dict[str, Any]]:
     """The prompt's refusal, its fields named where they are in the request."""
     errors = []
-    for error in exc.errors:
+    for error in exc.errors or []:
         field = error.get("field")
         where = f"resume.0.payload.{field}" if field else "resume.0.payload"
         errors.append({**error, "field": where})
-    return ValidationFailed(exc.detail, errors=errors or None)
+    return errors
+
+
+def _unknown(body: AguiRunInput, interrupt: str, why: str) -> AguiRejection:
+    return AguiRejection(
+        code=RejectionCode.UNKNOWN_INTERRUPT,
+        message=f"thread '{body.thread_id}' has no open interrupt '{interrupt}': {why}",
+        metadata={"interruptId": interrupt},
+    )
+
+
+def _expired(details: dict[str, Any]) -> bool:
+    expires = details.get("expires_at")
+    if not isinstance(expires, str):
+        return False
+    with contextlib.suppress(ValueError):
+        return datetime.fromisoformat(expires) <= datetime.now(UTC)
+    return False
 
 
 async def _resume(
-    call: Caller,
-    threads: AguiThreads,
-    graph: str,
-    body: AguiRunInput,
-    entry: AguiResumeEntry,
-) -> AguiRunRecord:
-    """Answer the thread's interrupt; the new segment starts after the prompt."""
+    call: Caller, threads: AguiThreads, graph: str, body: AguiRunInput
+) -> AguiRunRecord | AguiRejection:
+    """Answer (or abandon) the thread's interrupt; the new segment starts after the prompt."""
+    entries = body.resume or []
+    entry = entries[0]
     workflow_id = await threads.thread_run(call.tenant_id, body.thread_id)
-    if workflow_id is None:
-        raise NotFound(f"thread '{body.thread_id}' was not found")
-    await _authorize(call, workflow_id, RunAction.CONTROL)
+    if workflow_id is None:  # unknown thread (another tenant's too): nothing to correlate
+        return _unknown(body, entry.interrupt_id, "the thread has no run")
+    try:
+        await _authorize(call, workflow_id, RunAction.CONTROL)
+    except NotFound:
+        return _unknown(body, entry.interrupt_id, "the thread's run no longer exists")
     seq = interrupt_seq(entry.interrupt_id)
     prompt = await _prompt_at(call, workflow_id, seq) if seq is not None else None
     if seq is None or prompt is None:
-        raise Conflict(
-            f"thread '{body.thread_id}' has no interrupt '{entry.interrupt_id}'",
-            errors=[{"field": "resume.0.interruptId", "rule": "unknown_interrupt"}],
-        )
+        return _unknown(body, entry.interrupt_id, "never raised, answered, or superseded")
+    if len(entries) > 1:
+        others = [e.interrupt_id for e in entries[1:]]
+        return _unknown(body, others[0], f"the run waits on '{entry.interrupt_id}' only")
+    details = prompt.d if isinstance(prompt.d, dict) else {}
     if entry.status == "cancelled":
-        raise _resume_error(
-            "resume.0.status", "a Spindle prompt cannot be cancelled: answer it, or cancel the run"
+        return await _abandon(call, graph, body, workflow_id=workflow_id, seq=seq, details=details)
+    if _expired(details):
+        return AguiRejection(
+            code=RejectionCode.INTERRUPT_EXPIRED,
+            message=f"interrupt '{entry.interrupt_id}' expired at {details['expires_at']}: "
+            "it can only be cancelled now",
+            metadata={"interruptId": entry.interrupt_id, "expiresAt": details["expires_at"]},
         )
     signal = RunSignal(workflow_id=workflow_id, input=_answer(entry, prompt, body.run_id))
     try:
         await signal_run(call, signal)
     except ValidationFailed as exc:
-        raise _answer_refused(exc) from exc
+        return AguiRejection(
+            code=RejectionCode.INVALID_RESUME,
+            message=f"the answer to '{entry.interrupt_id}' was refused: {exc.detail}",
+            metadata={"interruptId": entry.interrupt_id, "errors": _refused_errors(exc)},
+        )
+    except PromptExpired as exc:
+        return AguiRejection(
+            code=RejectionCode.INTERRUPT_EXPIRED,
+            message=exc.detail,
+            metadata={"interruptId": entry.interrupt_id},
+        )
+    except Conflict as exc:  # answered meanwhile, or no longer waiting
+        return _unknown(body, entry.interrupt_id, exc.detail)
+    return AguiRunRecord(workflow_id=workflow_id, start_seq=seq, graph=graph)
+
+
+async def _abandon(
+    call: Caller,
+    graph: str,
+    body: AguiRunInput,
+    *,
+    workflow_id: str,
+    seq: int,
+    details: dict[str, Any],
+) -> AguiRunRecord | AguiRejection:
+    """A ``cancelled`` resume: the prompt's ``on_cancel`` (docs/graphs/node-types.md).
+
+    ``cancel_run`` (the default) cancels the run: the AG-UI run ends ``cancelled``.
+    ``keep_waiting`` leaves the run as it is: the AG-UI run asks the same
+    interrupt again (its segment starts at the prompt).
+    """
+    interrupt = interrupt_id(seq)
+    if details.get("on_cancel") == "keep_waiting":
+        return AguiRunRecord(workflow_id=workflow_id, start_seq=seq - 1, graph=graph)
+    stop = RunStop(workflow_id=workflow_id, reason=f"AG-UI interrupt '{interrupt}' was cancelled")
+    try:
+        await cancel_run(call, stop)
+    except Conflict as exc:  # the run ended meanwhile
+        return _unknown(body, interrupt, exc.detail)
     return AguiRunRecord(workflow_id=workflow_id, start_seq=seq, graph=graph)
 
 
@@ -218,6 +383,8 @@ class AguiEventStream:
             run_id=body.run_id,
             workflow_id=record.workflow_id,
             start_seq=record.start_seq,
+            sent=body.sent_messages(),
+            awaits=record.awaits,
         )
         follow = RunFollow(workflow_id=record.workflow_id, after_seq=record.start_seq)
         self._follower = run_follower(call, follow, keepalive=True)

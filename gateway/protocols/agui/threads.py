@@ -8,6 +8,11 @@ live as long as a run's stream (``history_ttl_days``).
 The run record is claimed with SET NX before anything is started or answered,
 so a POST repeated with the same ``runId`` (a reconnect, or a retry racing the
 first) re-attaches to the segment instead of starting or answering twice.
+
+A thread is rebound to a new run only by a caller who may control its current
+run (its owner or a run-control role: ``run_stream._start``), and only if it
+still stands for that run (``bind_thread`` compares and sets), so another user
+of the tenant cannot take a thread over.
 """
 
 from __future__ import annotations
@@ -22,6 +27,14 @@ from spindle.shared.bus.message_bus import MessageBus
 PREFIX = "spindle:agui"
 # How long a claimed AG-UI run may take to start (or answer) before its id is free again.
 CLAIM_SECONDS = 300
+# KEYS[1] the thread; ARGV[1] the run it must stand for now ("" = none), ARGV[2] the
+# new run, ARGV[3] the TTL. 1 when bound, 0 when the thread stands for another run.
+BIND_SCRIPT = """
+local now = redis.call('GET', KEYS[1]) or ''
+if now ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'EX', tonumber(ARGV[3]))
+return 1
+"""
 
 
 class AguiRunRecord(BaseModel):
@@ -31,6 +44,9 @@ class AguiRunRecord(BaseModel):
     start_seq: int = 0
     graph: str = ""
     ready: bool = False
+    awaits: str | None = None
+    """The client_message_id of the user message this AG-UI run sent (it ends at the
+    agent's IDLE after that message only)."""
 
 
 def _thread_key(tenant_id: str, thread_id: str) -> str:
@@ -56,6 +72,21 @@ class AguiThreads:
 
     async def set_thread_run(self, tenant_id: str, thread_id: str, workflow_id: str) -> None:
         await self._redis.set(_thread_key(tenant_id, thread_id), workflow_id, ex=self._ttl)
+
+    async def bind_thread(
+        self, tenant_id: str, thread_id: str, workflow_id: str, *, current: str | None
+    ) -> bool:
+        """Make the thread stand for ``workflow_id`` if it still stands for ``current``
+        (None: a new thread); False when another request rebound it meanwhile."""
+        bound = await self._redis.eval(
+            BIND_SCRIPT,
+            1,
+            _thread_key(tenant_id, thread_id),
+            current or "",
+            workflow_id,
+            self._ttl,
+        )
+        return bool(bound)
 
     async def claim_run(self, tenant_id: str, thread_id: str, run_id: str) -> bool:
         """True when this request is the first with ``run_id`` on the thread."""

@@ -53,7 +53,7 @@ from spindle.gateway.protocols.jsonrpc.task_rules import require_control
 from spindle.gateway.runs.task_runs import settle_run_tasks
 from spindle.gateway.runs.temporal import new_workflow_id
 from spindle.gateway.services.run_control import request_cancel
-from spindle.gateway.services.run_starts import admit_start
+from spindle.gateway.services.run_starts import admit_start, scoped_idempotency_key
 from spindle.gateway.services.run_streams import serve_under, take_slot
 from spindle.shared.contracts.errors import Conflict, NotFound
 from spindle.shared.contracts.tasks import TERMINAL_STATUSES, Task, is_uuid
@@ -187,7 +187,7 @@ async def _execute(
     # A fresh key fixes the workflow id before the start, so every task names
     # its run before any node of it can finish.
     start_key = f"tasks.execute:{root_id}:{uuid.uuid4().hex}"
-    workflow_id = new_workflow_id(tenant, start_key)
+    workflow_id = new_workflow_id(tenant, scoped_idempotency_key(ctx.caller, start_key))
     await _claim(store, tenant, root_id, [t.id for t in tasks if t.id != root_id], workflow_id)
     tracker = _tracker(ctx, store)
     if push is not None:

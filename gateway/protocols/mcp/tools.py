@@ -16,10 +16,14 @@ request scope (docs/protocols/mcp.md).
   can carry one, otherwise (2026-07-28 protocol) an ``InputRequiredResult`` whose
   ``request_state`` names the run; the answer is delivered with ``signal_run``
   and the run is followed on;
-- following a run holds one of the tenant's stream slots (``run_streams.take_slot``).
+- following a run holds one of the tenant's stream slots (``run_streams.take_slot``),
+  taken before the run starts: a call refused at ``max_streams_per_tenant`` starts nothing.
 
-An unknown graph (another tenant's included: 404-not-403 here too) or arguments
-that break the input schema are MCP errors (``-32602``), so no run starts.
+An unknown graph (another tenant's included: 404-not-403 here too) is a protocol
+error (``-32602``), as is a malformed request (the SDK's). Arguments that break
+the graph's input schema are a tool execution error instead (MCP 2025-11-25,
+SEP-1303): a ``CallToolResult`` with ``isError: true`` whose text names each
+problem, so the model can correct its call; no run starts either way.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
+from spindle.gateway.limits.tenant_limits import StreamLease
 from spindle.gateway.models import RunDetail, StartRunRequest
 from spindle.gateway.protocols.a2a.run_follower import RunFollower
 from spindle.gateway.protocols.a2a.spindle_call import CLOSE_WAIT
@@ -101,18 +106,48 @@ async def call_tool(
     if params.request_state is not None:
         workflow_id, answer = await _answer(caller, params)
         return await _follow(ctx, caller, workflow_id, from_now=True, answer=answer)
-    workflow_id = await _start(caller, params)
-    return await _follow(ctx, caller, workflow_id, from_now=False)
+    # The slot first: a call refused at the stream cap must not have started its run.
+    lease = await _slot(caller)
+    try:
+        started = await _start(caller, params)
+    except BaseException:
+        await lease.release()
+        raise
+    if isinstance(started, types.CallToolResult):  # refused arguments: nothing started
+        await lease.release()
+        return started
+    return await _follow(ctx, caller, started, from_now=False, lease=lease)
 
 
-async def _start(caller: Caller, params: types.CallToolRequestParams) -> str:
+async def _slot(caller: Caller) -> StreamLease:
+    try:
+        return await take_slot(caller)
+    except SpindleError as exc:
+        raise MCPError(code=types.INTERNAL_ERROR, message=exc.detail) from exc
+
+
+def _input_refused(name: str, exc: ValidationFailed) -> types.CallToolResult:
+    """Arguments the graph's input schema refuses, as a tool execution error (SEP-1303)."""
+    lines = [f"invalid arguments for tool '{name}': {exc.detail}"]
+    for error in exc.errors or []:
+        field = error.get("field") or "(arguments)"
+        lines.append(f"- {field}: {error.get('message') or error.get('rule') or 'invalid'}")
+    return types.CallToolResult(
+        content=[types.TextContent(text="\n".join(lines))],
+        is_error=True,
+        _meta={"spindle/errors": exc.errors or []},
+    )
+
+
+async def _start(caller: Caller, params: types.CallToolRequestParams) -> str | types.CallToolResult:
+    """The started run's workflow id, or the tool error of arguments the graph refuses."""
     if not await graph_is_registered(caller, params.name):
         raise _invalid(f"unknown tool '{params.name}' (no graph of that name is registered)")
     try:
         request = StartRunRequest(graph=params.name, input=params.arguments or {})
         started, _ = await start_run(caller, request)
     except ValidationFailed as exc:
-        raise _invalid(exc.detail, {"errors": exc.errors}) from exc
+        return _input_refused(params.name, exc)
     except NotFound as exc:
         raise _invalid(exc.detail) from exc
     except RateLimited as exc:
@@ -182,6 +217,7 @@ async def _follow(
     *,
     from_now: bool,
     answer: types.ElicitResult | None = None,
+    lease: StreamLease | None = None,
 ) -> types.CallToolResult | types.InputRequiredResult:
     """Report the run's progress until it ends or asks for input (under a stream slot).
 
@@ -189,11 +225,10 @@ async def _follow(
         from_now: follow only messages posted from now on (a resumed call).
         answer: delivered once the follower listens, so no message the run posts
             after it (its end included) can be missed.
+        lease: the stream slot taken before the run was started (else one is taken).
     """
-    try:
-        lease = await take_slot(caller)
-    except SpindleError as exc:
-        raise MCPError(code=types.INTERNAL_ERROR, message=exc.detail) from exc
+    if lease is None:
+        lease = await _slot(caller)
     try:
         step = 0
         async with _follower(caller, workflow_id, from_now=from_now) as follower:

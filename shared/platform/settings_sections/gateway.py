@@ -50,7 +50,8 @@ class GatewaySettings(BaseModel):
         description=(
             "Seconds between the gateway's sweeps over non-terminal run documents that "
             "notice runs Temporal closed without Spindle (terminate, cancel, limits, "
-            "timeouts) and update the history gauges; 0: no sweep"
+            "timeouts) and update the history gauges, then over runs with open prompts: "
+            "a closed run's prompts leave the inbox within one interval; 0: no sweep"
         ),
         validation_alias=_env("CLOSED_RUN_SWEEP_SECONDS"),
     )
@@ -59,7 +60,8 @@ class GatewaySettings(BaseModel):
         ge=1,
         le=10_000,
         description=(
-            "Most non-terminal run documents one sweep looks at (least recently updated first)"
+            "Most non-terminal run documents one sweep looks at (least recently updated "
+            "first), and most runs with open prompts (the next sweep goes on from there)"
         ),
         validation_alias=_env("CLOSED_RUN_SWEEP_BATCH"),
     )
@@ -181,6 +183,22 @@ class AuthSettings(BaseModel):
             "JSON list. Reading and running graphs needs no role"
         ),
         validation_alias=_env("GRAPH_WRITE_ROLES"),
+    )
+    key_admin_roles: list[str] = Field(
+        default_factory=lambda: ["admin"],
+        description=(
+            "Roles that may create, list and revoke the API keys of their tenant "
+            "(`/keys`, `spindle keys`); JSON list. Other tenants' keys stay out of reach"
+        ),
+        validation_alias=_env("KEY_ADMIN_ROLES"),
+    )
+    schedule_admin_roles: list[str] = Field(
+        default_factory=lambda: ["admin", "schedule-admin"],
+        description=(
+            "Roles that may replace, pause, unpause, delete, trigger or backfill any schedule "
+            "of their tenant (its owner, who created it, always may); JSON list"
+        ),
+        validation_alias=_env("SCHEDULE_ADMIN_ROLES"),
     )
     auth_failure_limit: int = Field(
         20,

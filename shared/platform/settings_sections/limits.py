@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from spindle.shared.graphs.expressions import (
+    DEFAULT_NODE_STEPS,
+    DEFAULT_WORKFLOW_TASK_STEPS,
+    MAX_EVALUATION_STEPS,
+    MAX_WORKFLOW_TASK_STEPS,
+)
 from spindle.shared.platform.settings_sections.env_names import spindle_env as _env
 
 
@@ -13,7 +19,12 @@ class RateLimitSettings(BaseModel):
     rate_limit_run_starts: int = Field(
         60,
         ge=1,
-        description="Run starts a tenant may make per minute (then 429 with Retry-After)",
+        description=(
+            "Run starts a tenant may make per minute (then 429 with Retry-After). The runs "
+            "a schedule starts on its timetable count too: the worker takes their permits "
+            "(over it: the run fails with RunStartLimited), so give the gateway and the "
+            "workers the same value"
+        ),
         validation_alias=_env("RATE_LIMIT_RUN_STARTS"),
     )
     schedule_backfill_max_days: int = Field(
@@ -21,10 +32,21 @@ class RateLimitSettings(BaseModel):
         ge=1,
         le=3660,
         description=(
-            "Longest span one schedule backfill may cover (its runs start inside Temporal, "
-            "past the per-tenant run-start limit)"
+            "Longest span one schedule backfill may cover (longer: 422 naming this setting)"
         ),
         validation_alias=_env("SCHEDULE_BACKFILL_MAX_DAYS"),
+    )
+    schedule_backfill_max_runs: int = Field(
+        100,
+        ge=1,
+        le=500,
+        description=(
+            "Most runs one schedule backfill may start; a backfill whose span holds more "
+            "start times is refused with 422 naming this setting (so is one larger than "
+            "`rate_limit_run_starts`). Each run takes one run-start permit, all before any "
+            "starts: a backfill the tenant's permits left cannot cover gets 429"
+        ),
+        validation_alias=_env("SCHEDULE_BACKFILL_MAX_RUNS"),
     )
     rate_limit_signals: int = Field(
         600,
@@ -58,6 +80,18 @@ class RateLimitSettings(BaseModel):
         ),
         validation_alias=_env("MAX_LIVE_WORKSTREAMS"),
     )
+    max_node_visits: int = Field(
+        100_000,
+        ge=1,
+        le=1_000_000_000,
+        description=(
+            "Most executions of any one node in a run: a graph whose loop bounds "
+            "(max_iterations, max_visits) allow more is refused (422, rule "
+            "exceeds_max_node_visits), and a run that gets there anyway fails "
+            "(NodeVisitsExceeded); a node's own bounds below it are the bound"
+        ),
+        validation_alias=_env("MAX_NODE_VISITS"),
+    )
 
 
 class SizeLimitSettings(BaseModel):
@@ -88,6 +122,14 @@ class SizeLimitSettings(BaseModel):
         ge=1024,
         description="Largest file upload, in bytes",
         validation_alias=_env("MAX_UPLOAD_BYTES"),
+    )
+    read_file_max_bytes: int = Field(
+        65_536,
+        ge=1024,
+        le=1_048_576,
+        description="Most bytes of a run file's text the built-in read_file tool gives an "
+        "agent per call (the rest by its offset, docs/conversations.md#reading-run-files)",
+        validation_alias=_env("READ_FILE_MAX_BYTES"),
     )
     payload_offload_bytes: int = Field(
         131_072,
@@ -128,4 +170,34 @@ class WebPageSettings(BaseModel):
         le=100,
         description="Most files the web page uploads in one pick or drop",
         validation_alias=_env("UI_UPLOAD_MAX_FILES"),
+    )
+
+
+class ExpressionBudgetSettings(BaseModel):
+    """What the expressions of one node execution, or one workflow task, may cost
+    together (docs/graphs/index.md#expression-limits)."""
+
+    expression_node_steps: int = Field(
+        DEFAULT_NODE_STEPS,
+        ge=MAX_EVALUATION_STEPS,
+        le=100_000_000,
+        description=(
+            "Evaluation steps all the expressions and templates of one node execution "
+            "may take together (a filter's where over every item, a map's item "
+            "templates, a router's routes, params); past it the node fails "
+            "(ExpressionBudgetSpent). Read by the worker"
+        ),
+        validation_alias=_env("EXPRESSION_NODE_STEPS"),
+    )
+    expression_workflow_task_steps: int = Field(
+        DEFAULT_WORKFLOW_TASK_STEPS,
+        ge=10_000,
+        le=MAX_WORKFLOW_TASK_STEPS,
+        description=(
+            "Evaluation steps the expressions a run's workflow evaluates in one "
+            "workflow task may take together (edge conditions; params of map, prompt "
+            "and workstream nodes); past it the run fails naming the node, never "
+            "Temporal's 2 s deadlock detector. The gateway passes it to each run it starts"
+        ),
+        validation_alias=_env("EXPRESSION_WORKFLOW_TASK_STEPS"),
     )

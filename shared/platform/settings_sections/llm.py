@@ -82,6 +82,25 @@ class LlmSettings(BaseModel):
         description="Most characters in one STREAMING_CHUNK; a fuller buffer is posted at once",
         validation_alias=_env("STREAM_CHUNK_MAX_CHARS"),
     )
+    agent_context_max_tokens: int = Field(
+        100_000,
+        ge=256,
+        le=10_000_000,
+        description=(
+            "Most (estimated, ~4 characters a token) tokens of conversation an agent's model "
+            "is given per turn when its params.context sets none (agent nodes and workstreams "
+            "alike; docs/conversations.md, Memory)"
+        ),
+        validation_alias=_env("AGENT_CONTEXT_MAX_TOKENS"),
+    )
+    agent_context_strategy: Literal["window", "summarize"] = Field(
+        "window",
+        description=(
+            "How a conversation over its max_tokens is cut when params.context sets none: "
+            "window drops the oldest whole exchanges, summarize has the same model summarize them"
+        ),
+        validation_alias=_env("AGENT_CONTEXT_STRATEGY"),
+    )
     offline_token_delay_ms: float = Field(
         0.0,
         ge=0,

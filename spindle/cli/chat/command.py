@@ -9,7 +9,9 @@ The conversation streams through the client SDK (history, then live, resumed
 after a dropped connection) and renders as ``spindle.cli.chat.view`` describes.
 At a REQUEST_INPUT the command asks the prompt's fields (``spindle.cli.chat.form``)
 and sends the answer; an answer the run refuses (422) is shown with its
-reasons and asked again. The command ends with the conversation and exits 0
+reasons and asked again. At the IDLE of an interactive agent (the ``chat``
+example) it reads the next line (``you> ``) and sends it as a user message;
+``/done`` completes the agent. The command ends with the conversation and exits 0
 when the run completed, 1 when it failed or was cancelled.
 """
 
@@ -32,7 +34,8 @@ def add_chat_command(commands: argparse._SubParsersAction[argparse.ArgumentParse
         help="start a run of a graph and hold its conversation in the terminal",
         description=described(
             "Start a run of GRAPH with --input (or --attach to a running run), show its "
-            "messages live, and answer its prompts. Exits 0 when the run completes.",
+            "messages live, and answer its prompts. When an interactive agent waits (IDLE), "
+            "type the next message; /done completes the agent. Exits 0 when the run completes.",
             THROUGH_GATEWAY,
         ),
     )

@@ -1,4 +1,6 @@
-"""One ``spindle chat`` conversation: start or attach, stream, render, answer prompts."""
+"""One ``spindle chat`` conversation: start or attach, stream, render, answer prompts,
+and talk to an interactive agent: at its IDLE the next line typed is sent as a user
+message; ``/done`` completes the agent (docs/conversations.md, docs/operations/cli.md)."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from spindle.client import (
     ValidationError,
 )
 from spindle.shared.contracts.errors import SpindleError
-from spindle.shared.contracts.messages import AgentMessageType
+from spindle.shared.contracts.messages import MAIN_WORKSTREAM, AgentMessageType
 
 T = AgentMessageType
 R = TypeVar("R")
@@ -34,6 +36,19 @@ class InputEnded(SpindleError):
 
 # How often the deadline bars of running workstreams are refreshed.
 WORKSTREAM_POLL_SECONDS = 1.0
+# At an idle agent: what the user types to end it (COMPLETE), and the prompt.
+DONE_COMMAND = "/done"
+MESSAGE_PROMPT = "you> "
+
+
+def waits_for_the_user(item: StreamedMessage) -> bool:
+    """The main workstream's IDLE of an agent waiting for a message (not for children)."""
+    details = item.details if isinstance(item.details, dict) else {}
+    return (
+        item.type is T.IDLE
+        and item.workstream == MAIN_WORKSTREAM
+        and not details.get("waiting_for")
+    )
 
 
 class ChatSession:
@@ -69,11 +84,20 @@ class ChatSession:
             )
             poller = asyncio.create_task(self._poll_workstreams(client, run))
             last: StreamedMessage | None = None
+
+            async def after_history(history: list[StreamedMessage]) -> None:
+                # Attached to an agent that waits: its IDLE is the history's last word.
+                main = [m for m in history if m.workstream == MAIN_WORKSTREAM]
+                if main and waits_for_the_user(main[-1]):
+                    await self._message(client, run)
+
             try:
-                async for item in await client.stream(run):
+                async for item in await client.stream(run, after_history=after_history):
                     self.view.show(item)
                     if item.type is T.REQUEST_INPUT:
                         await self._answer(client, run, item)
+                    elif waits_for_the_user(item) and not item.replayed:
+                        await self._message(client, run)
                     last = item
             finally:
                 poller.cancel()
@@ -117,6 +141,34 @@ class ChatSession:
                         for e in exc.errors
                     ]
                     self.output.write_raw("\n".join([f"refused: {exc.detail}", *reasons]) + "\n")
+                except ConflictError as exc:
+                    self.output.write_raw(f"not sent: {exc.detail}\n")
+                    return
+        finally:
+            self.output.resume()
+
+    async def _message(self, client: AsyncSpindleClient, run: RunRef) -> None:
+        """Read the user's next message and send it; ``/done`` completes the agent."""
+        self.output.suspend()
+        try:
+            while True:
+                try:
+                    line = await in_daemon_thread(self.read, MESSAGE_PROMPT)
+                except EOFError:
+                    raise InputEnded(
+                        f"the input ended while the agent waited for a message; it waits "
+                        f"(spindle chat --attach {self.workflow_id}, or "
+                        f"spindle runs cancel {self.workflow_id})"
+                    ) from None
+                text = line.strip()
+                if not text:
+                    continue
+                try:
+                    if text == DONE_COMMAND:
+                        await client.complete(run)
+                    else:
+                        await client.send_message(run, text)
+                    return
                 except ConflictError as exc:
                     self.output.write_raw(f"not sent: {exc.detail}\n")
                     return

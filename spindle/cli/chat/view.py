@@ -95,19 +95,47 @@ class ChatView:
             self._deadline_warning(item)
         if item.type in (T.COMPLETE, T.TERMINATED) and item.workstream != MAIN_WORKSTREAM:
             self.output.set_block(f"ws:{item.workstream}", None)
-        self.output.print(self.line(item.workstream, item.type, self._text(item)))
+        self.output.print(self.line(item.workstream, item.type, self._text(item), wrap=True))
 
     def line(
-        self, workstream: str, kind: AgentMessageType, text: str, *, label: str | None = None
+        self,
+        workstream: str,
+        kind: AgentMessageType,
+        text: str,
+        *,
+        label: str | None = None,
+        wrap: bool = False,
     ) -> str:
-        """One message as permanent lines: ``[ws-1] LABEL      text``."""
+        """One message as permanent lines: ``[ws-1] LABEL      text``.
+
+        With ``wrap`` on a TTY, lines longer than the terminal are wrapped at word
+        boundaries under the text's indent (the terminal itself would cut words in
+        two and lose the indent); without a TTY lines stay whole for pipes and files.
+        """
         default, style = STYLES.get(kind, (kind.name, ""))
         label = label or default
         tag = "" if workstream == MAIN_WORKSTREAM else f"[{workstream}] "
         head = self.output.paint(f"{tag}{label:<{LABEL_WIDTH}}", style)
         indent = " " * (len(tag) + LABEL_WIDTH)
+        if wrap and self.output.live:
+            return head + self._wrapped(text, indent)[len(indent) :]
         body = text.replace("\n", "\n" + indent)
         return f"{head}{body}"
+
+    def _wrapped(self, text: str, indent: str) -> str:
+        """``text`` wrapped at word boundaries to the terminal's width, every row
+        starting with ``indent``; a word longer than a row is still cut."""
+        width = max(len(indent) + 20, self.output.width() - 1)
+        rows: list[str] = []
+        for paragraph in text.split("\n"):
+            rows += textwrap.wrap(
+                paragraph,
+                width=width,
+                initial_indent=indent,
+                subsequent_indent=indent,
+                break_on_hyphens=False,
+            ) or [indent]
+        return "\n".join(rows)
 
     def _text(self, item: StreamedMessage) -> str:
         details = _details(item)
@@ -135,7 +163,7 @@ class ChatView:
             for n, task in enumerate(tasks, 1):
                 name = task
                 if isinstance(task, dict):
-                    name = task.get("name") or task.get("title") or _json(task)
+                    name = task.get("title") or task.get("name") or _json(task)
                 lines.append(f"{n}. {name}")
         return "\n".join(lines)
 

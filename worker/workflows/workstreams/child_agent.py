@@ -1,9 +1,15 @@
-"""What a child workstream's activities see, and its bounded conversation (pure).
+"""What a child workstream's activities see, and what each exchange sends (pure).
 
 The child's agent runs as a synthetic ``agent`` node whose id is the launch id.
 Its system prompt and task/messages travel in the conversation (not in
 ``params.instructions``/``params.prompt``, whose ``{{ }}`` templates the
 ``llm_turn`` activity renders: a task's text must reach the model as is).
+
+Its conversation is its memory (``agent_loop.MEMORY_PATCH``): stored by reference,
+under the same context policy as an agent node's (``params.context``, default the
+``agent_context_*`` settings; docs/conversations.md, Memory). Each exchange sends
+only its opening: the system prompt, restating the standing instructions, and the
+message. Histories from before the memory replay with ``bounded``, the old cut.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from spindle.shared.graphs.node_params import AgentParams
     from spindle.worker.contracts import ChatMessage, NodeExecution, RunRef
 
+# The old cut (histories from before MEMORY_PATCH): about this many messages.
 MAX_CONVERSATION = 40
 STANDING_HEADER = "Standing instructions so far:"
 
@@ -48,6 +55,8 @@ def child_execution(
     params: dict[str, Any] = {"tools": list(agent.tools), "max_turns": agent.max_turns}
     if agent.model is not None:
         params["model"] = agent.model
+    if agent.context is not None:
+        params["context"] = agent.context.model_dump(mode="json", exclude_none=True)
     node = NodeSpec(id=data.launch_id, type="agent", label=data.launch.label, params=params)
     return NodeExecution(
         run=run, node=node, visit=visit, state={"input": prompt}, started_at=started_at
@@ -59,10 +68,26 @@ def opening(system: str, task: str) -> list[ChatMessage]:
     return [ChatMessage(role="system", content=system), ChatMessage(role="user", content=task)]
 
 
+def memory_opening(
+    system: str, instructions: list[str], messages: list[ChatMessage]
+) -> list[ChatMessage]:
+    """An exchange's messages when the conversation is the agent's memory: the system
+    prompt, then ``messages`` (what came since the last exchange, and the message).
+
+    The standing instructions are restated in the system prompt, which the
+    context policy always keeps, so a steer still applies however much of the
+    conversation was dropped or summarized.
+    """
+    if instructions:
+        system = "\n".join([system, "", STANDING_HEADER, *instructions])
+    return [ChatMessage(role="system", content=system), *messages]
+
+
 def bounded(
     conversation: list[ChatMessage], instructions: list[str], limit: int = MAX_CONVERSATION
 ) -> list[ChatMessage]:
-    """At most about ``limit`` messages: the opening, then the newest messages.
+    """At most about ``limit`` messages: the opening, then the newest messages
+    (the cut of histories from before the memory; ``memory_opening`` since).
 
     The kept tail never starts with a tool result (its assistant call would be
     gone). Standing instructions whose message was dropped are restated in one

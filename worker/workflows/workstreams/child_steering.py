@@ -5,6 +5,11 @@ boundary: text commands become standing instructions, each injected once into
 the conversation as a user message; ``pause_requested`` / ``resume_requested``
 toggle the pause. Every steer ends either applied or rejected (with a reason),
 and the workflow acknowledges each with one message on the stream.
+
+The parent's budget holds the child with steers of origin ``budget``
+(docs/graphs/budgets.md, "Workstreams at a cap"): they toggle a hold of their
+own, ``budget_held``, which a user's ``resume_requested`` does not lift; the
+child takes no step while either holds it (``holding``).
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ with workflow.unsafe.imports_passed_through():
     from spindle.worker.contracts import ChatMessage, RunNotice, RunRef
 
 MAX_APPLIED_STEERS = 100
+#: Why a user's resume leaves the child waiting (docs/graphs/budgets.md).
+_BUDGET_HELD = "held by the run's budget: it resumes when the run's budget is raised"
 _TEXT_PREFIX = {
     SteerCommand.ADD_INSTRUCTION: "Additional instruction",
     SteerCommand.SET_PRIORITY: "New priority",
@@ -68,6 +75,12 @@ class SteeringBook:
         self.instructions: list[str] = list(carry.instructions)
         self.applied: list[str] = list(carry.applied_steers)
         self.paused = carry.paused
+        self.budget_held = carry.budget_held
+
+    @property
+    def holding(self) -> bool:
+        """No step may start: paused by a steer, or held by the parent's budget."""
+        return self.paused or self.budget_held
 
     def apply_queued(self, step: int) -> list[SteerOutcome]:
         """Apply every queued steer now (in arrival order) and empty the queue."""
@@ -81,6 +94,8 @@ class SteeringBook:
 
     def _apply(self, directive: SteerDirective, step: int) -> SteerOutcome:
         command = directive.command
+        if directive.origin == "budget":
+            return self._budget_hold(directive, step)
         if command == SteerCommand.PAUSE_REQUESTED:
             if self.paused:
                 return SteerOutcome(directive, False, step, "already paused")
@@ -88,8 +103,11 @@ class SteeringBook:
             return self._applied(directive, step)
         if command == SteerCommand.RESUME_REQUESTED:
             if not self.paused:
-                return SteerOutcome(directive, False, step, "not paused")
+                reason = _BUDGET_HELD if self.budget_held else "not paused"
+                return SteerOutcome(directive, False, step, reason)
             self.paused = False
+            if self.budget_held:
+                return self._applied(directive, step, reason=_BUDGET_HELD)
             return self._applied(directive, step)
         text = (directive.text or "").strip()
         if not text:
@@ -98,8 +116,22 @@ class SteeringBook:
         self.instructions.append(content)
         return self._applied(directive, step, ChatMessage(role="user", content=content))
 
+    def _budget_hold(self, directive: SteerDirective, step: int) -> SteerOutcome:
+        """The parent's budget holds (pause) or releases (resume) the child."""
+        hold = directive.command == SteerCommand.PAUSE_REQUESTED
+        if directive.command not in (SteerCommand.PAUSE_REQUESTED, SteerCommand.RESUME_REQUESTED):
+            return SteerOutcome(directive, False, step, "a budget steer pauses or resumes")
+        if self.budget_held == hold:
+            return SteerOutcome(directive, False, step, "already so")
+        self.budget_held = hold
+        return self._applied(directive, step, reason=directive.text)
+
     def _applied(
-        self, directive: SteerDirective, step: int, message: ChatMessage | None = None
+        self,
+        directive: SteerDirective,
+        step: int,
+        message: ChatMessage | None = None,
+        reason: str | None = None,
     ) -> SteerOutcome:
         self.applied = [*self.applied, directive.steer_id][-MAX_APPLIED_STEERS:]
-        return SteerOutcome(directive, True, step, message=message)
+        return SteerOutcome(directive, True, step, reason=reason, message=message)

@@ -3,10 +3,11 @@
 The child runs its task through the agent loop (``spindle.worker.workflows.agent_loop``)
 with itself as the loop's hooks: at every step boundary (before an LLM turn or a
 tool call) it applies queued steers and acknowledges each on the stream, waits
-while paused, and stops gracefully once asked. After each step starts it signals
-its phase and iteration to the parent (``WorkstreamProgress``; a parent that is
-gone is tolerated). Every message it posts goes to the parent's stream with
-``workstream_id = launch_id``.
+while paused (by a steer, or by the parent's budget: steers of origin
+``budget``, docs/graphs/budgets.md), and stops gracefully once asked. After
+each step starts it signals its phase and iteration to the parent
+(``WorkstreamProgress``; a parent that is gone is tolerated). Every message
+it posts goes to the parent's stream with ``workstream_id = launch_id``.
 
 How it ends (``WorkstreamOutcome.state``):
 
@@ -68,12 +69,13 @@ with workflow.unsafe.imports_passed_through():
         WorkstreamState,
     )
     from spindle.worker.contracts import ChatMessage, RunRef, ToolCall
-    from spindle.worker.workflows.agent_loop import AgentReply, converse
+    from spindle.worker.workflows.agent_loop import MEMORY_PATCH, AgentReply, converse
     from spindle.worker.workflows.budget_meter import BudgetMeter
     from spindle.worker.workflows.workstreams.child_agent import (
         bounded,
         child_execution,
         child_run_ref,
+        memory_opening,
         opening,
         system_prompt,
     )
@@ -166,6 +168,7 @@ class Workstream:
             last_answer=self._last_answer,
             generation=self._generation,
             waiting_for_message=self._waiting,
+            budget_held=self._steering.budget_held,
         )
 
     # -- run ---------------------------------------------------------------------
@@ -223,7 +226,15 @@ class Workstream:
 
     async def _exchange(self, text: str | None) -> AgentReply | ActivityError:
         """One run of the agent loop over the conversation (plus ``text``)."""
-        if text is not None:
+        if text is not None and workflow.patched(MEMORY_PATCH):
+            # The conversation is the agent's memory, under its context policy: an
+            # exchange sends only its own opening (docs/conversations.md, Memory).
+            self._conversation = memory_opening(
+                system_prompt(self._input),
+                self._steering.instructions,
+                [*self._conversation, ChatMessage(role="user", content=text)],
+            )
+        elif text is not None:
             self._conversation = bounded(
                 [*self._conversation, ChatMessage(role="user", content=text)],
                 self._steering.instructions,
@@ -253,7 +264,9 @@ class Workstream:
                 raise
             workflow.logger.warning("workstream %s: %s", self._input.launch_id, exc)
             return exc
-        self._conversation = reply.conversation
+        # With a memory, the stored conversation holds it all: keep only what comes
+        # between exchanges (idle steers), for the next exchange to send.
+        self._conversation = [] if workflow.patched(MEMORY_PATCH) else reply.conversation
         answer = reply.answer or self._best
         if answer:
             self._last_answer = answer
@@ -292,20 +305,20 @@ class Workstream:
             await self._apply_steers(idle=True)
             if self._stop is not None:
                 return None
-            if self._messages and not self._steering.paused:
+            if self._messages and not self._steering.holding:
                 message = self._messages.pop(0)
                 await self._posts.acknowledge_message(message, self._iteration + 1)
                 return message
             if self._continue_as_new_due():
                 await self._continue_as_new()
                 continue
-            self._waiting = not self._steering.paused
+            self._waiting = not self._steering.holding
             self._enter(WorkstreamPhase.BLOCKED)
             await workflow.wait_condition(
                 lambda: (
                     bool(self._steering.queue)
                     or self._stop is not None
-                    or (bool(self._messages) and not self._steering.paused)
+                    or (bool(self._messages) and not self._steering.holding)
                 )
             )
 
@@ -375,6 +388,7 @@ class Workstream:
             applied_steers=list(self._steering.applied),
             instructions=list(self._steering.instructions),
             paused=self._steering.paused,
+            budget_held=self._steering.budget_held,
             pending_messages=list(self._messages),
             pending_steers=list(self._steering.queue),
             last_answer=self._last_answer,
@@ -412,6 +426,10 @@ class Workstream:
     def should_stop(self) -> bool:
         return self._stop is not None or self._budget_hit is not None
 
+    async def after_answer(self, reply: AgentReply) -> list[ChatMessage] | None:
+        """An exchange ends at its answer: the next message starts the next one."""
+        return None
+
     # -- budget --------------------------------------------------------------------
 
     def _check_budget(self) -> None:
@@ -430,10 +448,11 @@ class Workstream:
     # -- steering ----------------------------------------------------------------
 
     async def _boundary(self) -> None:
-        """Apply queued steers; while paused (and not stopping), wait."""
+        """Apply queued steers; while paused or held by the parent's budget (and not
+        stopping), wait."""
         while True:
             await self._apply_steers(idle=False)
-            if not self._steering.paused or self._stop is not None:
+            if not self._steering.holding or self._stop is not None:
                 return
             self._enter(WorkstreamPhase.BLOCKED)
             await workflow.wait_condition(

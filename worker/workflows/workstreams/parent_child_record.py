@@ -61,6 +61,13 @@ class ChildRecord:
         busy: a deadline step is under way (the parent does not hand over then).
         abandon: started with the parent close policy ABANDON (it outlives a parent
             generation that continues as new); adopted children always were.
+        launched_by: the agent node whose ``launch_workstream`` call launched it (None:
+            a ``workstream`` node or the REST API); only that agent hears its end.
+        wait: its launching agent waits for it after answering (``wait: false``: not).
+        heard: its end report was given to its launching agent.
+        end_seq: when it settled, in the run's order of ends (0: not yet).
+        budget_held: the run's budget holds it (a ``budget`` pause steer was sent;
+            docs/graphs/budgets.md).
     """
 
     launch_id: str
@@ -91,6 +98,11 @@ class ChildRecord:
     steps_done: int = 0
     busy: bool = False
     abandon: bool = False
+    launched_by: str | None = None
+    wait: bool = True
+    heard: bool = False
+    end_seq: int = 0
+    budget_held: bool = False
     #: Messages handed over (``hand_over``) and delivered or refused so far: each
     #: waits for the one before, so they reach the child in the order taken.
     _handed: int = 0
@@ -141,6 +153,11 @@ class ChildRecord:
             outcome=self.outcome,
             merged=list(self.merged),
             settled=self.settled,
+            launched_by=self.launched_by,
+            wait=self.wait,
+            heard=self.heard,
+            end_seq=self.end_seq,
+            budget_held=self.budget_held,
         )
 
     @classmethod
@@ -174,6 +191,11 @@ class ChildRecord:
             reported=carried.reported,
             steps_done=carried.deadline_steps_done,
             deadline_seconds=carried.deadline_seconds or 0,
+            launched_by=carried.launched_by,
+            wait=carried.wait,
+            heard=carried.heard,
+            end_seq=carried.end_seq,
+            budget_held=carried.budget_held,
         )
 
     def report(self, outcome: WorkstreamOutcome) -> None:

@@ -54,6 +54,8 @@ class WorkstreamHandlers:
     @launch_workstream.validator
     def _validate_launch(self, request: LaunchRequest) -> None:
         self._workstreams.check_launch()
+        # Refused, not left waiting, while the run's budget holds it (budgets.md).
+        self._workstreams.check_not_held()
         self._workstreams.check_budget(request)
 
     @workflow.update(name=STEER_WORKSTREAM_UPDATE)

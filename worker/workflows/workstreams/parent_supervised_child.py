@@ -189,15 +189,22 @@ class SupervisedChild(ChildRecord):
             return False
         return True
 
-    async def hand_over(self, message: ChildMessage) -> None:
-        """Deliver a message already acknowledged to the caller, after those before it.
+    def take_turn(self) -> int:
+        """A place in the order of messages handed over: taken when the message is
+        accepted, so the run sees a delivery pending (``deliveries_done``) at once,
+        before the delivery's task has run (a generation must not hand over then)."""
+        turn = self._handed
+        self._handed += 1
+        return turn
+
+    async def hand_over(self, message: ChildMessage, turn: int) -> None:
+        """Deliver a message already acknowledged to the caller, after those before it
+        (``turn`` from ``take_turn``).
 
         A child that has ended meanwhile cannot take it: the message is then
         refused on the stream, as the child refuses the ones still queued when it
         ends, so none is lost silently.
         """
-        turn = self._handed
-        self._handed += 1
         await workflow.wait_condition(lambda: self._delivered == turn)
         try:
             if not await self.signal(CHILD_MESSAGE_SIGNAL, message):

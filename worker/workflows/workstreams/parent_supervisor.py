@@ -41,7 +41,6 @@ with workflow.unsafe.imports_passed_through():
         WorkstreamStartFailed,
         to_application_error,
     )
-    from spindle.shared.contracts.runs import NodeReport, NodeStatus
     from spindle.shared.contracts.workstreams import (
         CHILD_MESSAGE_SIGNAL,
         CHILD_STEER_SIGNAL,
@@ -62,11 +61,11 @@ with workflow.unsafe.imports_passed_through():
         WorkstreamState,
         child_workflow_id,
     )
-    from spindle.shared.graphs.node_params import WorkstreamParams
-    from spindle.shared.graphs.node_types import WORKSTREAM
     from spindle.worker.contracts import NodeExecution, NodeOutcome, RunRef
-    from spindle.worker.contracts.param_resolution import resolve_params, validate_params
+    from spindle.worker.workflows.workstreams.parent_budget_holds import BudgetHolds
     from spindle.worker.workflows.workstreams.parent_child_record import StopReason
+    from spindle.worker.workflows.workstreams.parent_node import run_workstream_node
+    from spindle.worker.workflows.workstreams.parent_reports import ChildReports
     from spindle.worker.workflows.workstreams.parent_supervised_child import SupervisedChild
 
 if TYPE_CHECKING:
@@ -81,6 +80,10 @@ DEFAULT_MAX_LIVE_WORKSTREAMS = 32
 #: Ended workstreams a generation hands to the next (the latest ones): what it
 #: carries stays bounded however many children a long run launched.
 ENDED_WORKSTREAMS_CARRIED = 100
+
+#: Ended workstreams whose report their launching agent has not yet taken that a
+#: generation hands to the next, besides the latest ended ones (the newest kept).
+UNHEARD_REPORTS_CARRIED = 100
 
 #: A message to a running child is answered (202) as soon as the parent has taken
 #: it, not after the signal's delivery (``SupervisedChild.hand_over``).
@@ -102,6 +105,11 @@ class WorkstreamSupervisor:
         meter: the run's budget: children's spend counts against it, and a
             child's own budget is reserved from its remainder.
         deadline_at: the run's deadline; a child's deadline never passes it.
+
+    Attributes:
+        reports: what the agents that launched children hear of their ends
+            (``ChildReports``: ``take``, ``has``, ``awaited``, ``wait``;
+            docs/workstreams.md).
     """
 
     def __init__(
@@ -125,6 +133,13 @@ class WorkstreamSupervisor:
         self._deliveries: set[asyncio.Task[None]] = set()
         self._counts = {"ws": 0, "s": 0, "m": 0}
         self._closing = False
+        self.reports = ChildReports(self._children)
+        # A run held at its budget holds its running children (docs/graphs/budgets.md).
+        self._holds = (
+            BudgetHolds(meter, self._children, lambda: self._next_id("s"))
+            if meter is not None
+            else None
+        )
 
     @property
     def settled(self) -> bool:
@@ -153,7 +168,10 @@ class WorkstreamSupervisor:
         """The children to hand over: every live one, the latest ended ones."""
         children = list(self._children.values())
         ended = [c.launch_id for c in children if c.settled][-ENDED_WORKSTREAMS_CARRIED:]
-        kept = set(ended)
+        # Reports their agents have not heard yet cross too (the newest, bounded).
+        ids = self.reports.unheard_ids()
+        unheard = [c for c in self._children if c in ids]
+        kept = set(ended) | set(unheard[-UNHEARD_REPORTS_CARRIED:])
         return [c.carried() for c in children if not c.settled or c.launch_id in kept]
 
     def restore(self, carried: list[CarriedWorkstream]) -> None:
@@ -166,12 +184,19 @@ class WorkstreamSupervisor:
                 user_id=self._user_id,
                 next_steer_id=lambda: self._next_id("s"),
             )
+        self.reports.restored()
 
     def resume_adopted(self) -> None:
         """Supervise the adopted children that had not settled (once, at the run's start)."""
         for child in self._children.values():
             if child.adopted and not child.settled:
-                self._tasks.append(asyncio.create_task(child.resume()))
+                self._tasks.append(asyncio.create_task(self._resume(child)))
+        if not self.settled and self._holds is not None:
+            self._holds.follow()
+
+    async def _resume(self, child: SupervisedChild) -> None:
+        await child.resume()
+        self.reports.settled(child)
 
     def ended(self, outcome: WorkstreamOutcome) -> None:
         """A child's ``WorkstreamEnded`` signal (an unknown launch id is ignored)."""
@@ -201,6 +226,12 @@ class WorkstreamSupervisor:
                     context={"live": live, "max_live_workstreams": self._max_live},
                 )
             )
+
+    def check_not_held(self) -> None:
+        """Raises ``BudgetRefused`` naming the cap while the run's budget holds its
+        workstreams (``BudgetHolds.check_not_held``)."""
+        if self._holds is not None:
+            self._holds.check_not_held()
 
     def check_budget(self, request: LaunchRequest) -> None:
         """Raises ``BudgetRefused`` when the child's own budget exceeds the run's remainder."""
@@ -308,8 +339,16 @@ class WorkstreamSupervisor:
 
     # -- operations -------------------------------------------------------------------
 
-    async def launch(self, request: LaunchRequest) -> LaunchAck:
+    async def launch(
+        self, request: LaunchRequest, *, launched_by: str | None = None, wait: bool = True
+    ) -> LaunchAck:
         """Start a child; returns once it has started (never waits for its end).
+
+        Args:
+            request: what to launch.
+            launched_by: the agent node launching it with its tool: that agent hears
+                its end (``reports.take``).
+            wait: that agent, once it has answered, waits for it (``reports.awaited``).
 
         Raises:
             ApplicationError: ``RunFinishing``; ``WorkstreamStartFailed`` when
@@ -329,13 +368,18 @@ class WorkstreamSupervisor:
             user_id=self._user_id,
             next_steer_id=lambda: self._next_id("s"),
             deadline_seconds=self._deadline_for(request),
+            launched_by=launched_by,
+            wait=wait,
         )
         self._children[launch_id] = child
         # A task of its own: the caller (an update, an agent node) may be
         # cancelled; the child's supervision goes on.
         self._tasks.append(asyncio.create_task(self._supervise(child)))
+        if self._holds is not None:
+            self._holds.follow()
         await workflow.wait_condition(lambda: child.handle is not None or child.settled)
         if child.handle is None:
+            child.heard = True  # the caller is told here: no report of it besides
             error = child.outcome.error if child.outcome else None
             raise _refusal(
                 WorkstreamStartFailed(f"workstream '{launch_id}' did not start: {error}")
@@ -351,6 +395,7 @@ class WorkstreamSupervisor:
 
     async def _supervise(self, child: SupervisedChild) -> None:
         await child.run()
+        self.reports.settled(child)
         if self._meter is not None:
             # Its last word on spend, then its reservation goes back to the run.
             if child.outcome is not None and child.outcome.usage is not None:
@@ -377,7 +422,7 @@ class WorkstreamSupervisor:
             # cost the caller a second workflow task of this run (issue 17). The
             # validator has checked the child runs; if it ends before the signal
             # lands, the message is refused on the stream (``hand_over``).
-            delivery = asyncio.create_task(child.hand_over(message))
+            delivery = asyncio.create_task(child.hand_over(message, child.take_turn()))
             self._deliveries.add(delivery)
             delivery.add_done_callback(self._deliveries.discard)
             return WorkstreamMessageAck(launch_id=child.launch_id, message_id=message_id)
@@ -412,34 +457,8 @@ class WorkstreamSupervisor:
         return WorkstreamList(workstreams=[c.info(now) for c in self._children.values()])
 
     async def run_node(self, execution: NodeExecution) -> NodeOutcome:
-        """A ``workstream`` node: launch; output ``{launch_id, child_workflow_id}`` at
-        once, or with ``wait`` the child's ``WorkstreamOutcome`` once it has ended."""
-        node = execution.node
-        started = workflow.now()
-        raw = resolve_params(node, execution.state, templates=WORKSTREAM.templates)
-        params = validate_params(node, raw, WorkstreamParams)
-        ack = await self.launch(LaunchRequest.model_validate(params.model_dump(exclude={"wait"})))
-        output: dict[str, Any] = {
-            "launch_id": ack.launch_id,
-            "child_workflow_id": ack.child_workflow_id,
-        }
-        summary = f"{ack.launch_id} launched"
-        if params.wait:
-            child = self._children[ack.launch_id]
-            await workflow.wait_condition(lambda: child.settled)
-            assert child.outcome is not None
-            output = child.outcome.model_dump(mode="json")
-            summary = f"{ack.launch_id} {child.outcome.state.value}"
-        report = NodeReport(
-            node_id=node.id,
-            node_type=node.type,
-            status=NodeStatus.SUCCESS,
-            visit=execution.visit,
-            started_at=execution.started_at,
-            duration_ms=(workflow.now() - started).total_seconds() * 1000,
-            output_summary=summary,
-        )
-        return NodeOutcome(output=output, report=report)
+        """A ``workstream`` node (``parent_node.run_workstream_node``)."""
+        return await run_workstream_node(self, execution)
 
     async def close(self, reason: StopReason, *, stop_all: bool) -> None:
         """Before the run ends: refuse launches, stop children, wait until all settled.
