@@ -86,10 +86,13 @@ async def test_a_thread_shares_its_agents_memory_across_runs(
         conversation_id=conversation,
     )
     await wait_for_status(http, first["workflow_id"], {"completed"})
+    # The run reads "completed" a moment before its conversation hears it has ended:
+    # enqueue, so the second run starts once the first has (not refused while it ends).
     second = await start(
         http,
         graph_spec=agent_graph(f"thread-{unique}", "what is my name?"),
         conversation_id=conversation,
+        if_busy="enqueue",
     )
     await wait_for_status(http, second["workflow_id"], {"completed"})
 

@@ -132,7 +132,10 @@ def chat_session(
     assert not any("▌" in line for line in shown)
     streamed = shown.index("ANSWER     The budget looks fine.")
     you = next(n for n, line in enumerate(shown) if line.startswith("YOU"))
-    assert streamed < you and shown[-2].startswith("COMPLETE")
+    # COMPLETE comes last; a long final line wraps at word boundaries under its indent.
+    complete = max(n for n, line in enumerate(shown) if line.startswith("COMPLETE"))
+    assert streamed < you < complete
+    assert all(line.startswith(" ") for line in shown[complete + 1 : -1]), shown[complete:]
 
     listed = spindle(user_env, "runs", "list", "--graph", "approval-flow", "--limit", "200")
     assert listed.returncode == 0, listed.stderr

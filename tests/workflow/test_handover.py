@@ -11,6 +11,7 @@ from spindle.shared.contracts.runs import (
     NodeStatus,
     SchedulerSnapshot,
 )
+from spindle.worker.workflows.agent_session import AgentSessions
 from spindle.worker.workflows.budget_meter import BudgetMeter
 from spindle.worker.workflows.continue_as_new import CarriedParts, Handover
 from spindle.worker.workflows.human_input import HumanInput
@@ -27,14 +28,16 @@ pytestmark = pytest.mark.unit
 def _parts(given: GraphRunInput) -> CarriedParts:
     budget = BudgetMeter(given.budget, None, no_notice)
     deadline = RunDeadline(given)
+    workstreams = WorkstreamSupervisor(RUN, user_id=None, meter=budget, deadline_at=deadline.at)
     return CarriedParts(
         record=RunProgress(given),
         scheduler=GraphScheduler(given.graph),
         prompts=HumanInput(given.user_id),
         notices=RunNotices(RUN),
-        workstreams=WorkstreamSupervisor(RUN, user_id=None, meter=budget, deadline_at=deadline.at),
+        workstreams=workstreams,
         budget=budget,
         deadline=deadline,
+        agents=AgentSessions(RUN, workstreams),
     )
 
 

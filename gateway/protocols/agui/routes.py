@@ -34,9 +34,21 @@ from spindle.shared.contracts.errors import InvalidRequest
 
 router = APIRouter(tags=["ag-ui"])
 
+# One Server-Sent Event, as OpenAPI 3.1 documents the items of ``text/event-stream``
+# (the same shape as the run stream's SSE_EVENT_SCHEMA; validators read each event).
 AGUI_EVENT_SCHEMA: dict[str, object] = {
-    "type": "string",
-    "description": "SSE: `id: <seq>.<k>` then `data: <AG-UI event JSON>` per event",
+    "type": "object",
+    "properties": {
+        "data": {
+            "type": "string",
+            "contentMediaType": "application/json",
+            "description": "one AG-UI 1.0 event as JSON (RUN_STARTED … RUN_FINISHED or RUN_ERROR)",
+        },
+        "id": {"type": "string", "description": "`<seq>.<k>`: the message's sequence and index"},
+        "event": {"type": "string", "description": "absent (the default 'message' event)"},
+        "retry": {"type": "integer", "description": "reconnection delay, in milliseconds"},
+    },
+    "required": ["data"],
 }
 AGUI_RESPONSES: dict[int | str, dict[str, object]] = {
     200: {
