@@ -103,14 +103,19 @@ async def submit_to_conversation(
     except WorkflowUpdateFailedError as exc:
         raise _refusal(exc.cause) from exc
     except WorkflowUpdateRPCTimeoutOrCancelledError as exc:
-        raise Unavailable(
-            f"conversation '{conversation_id}' did not answer within "
-            f"{UPDATE_TIMEOUT.total_seconds():.0f}s (is a worker running?); retry",
-            retry_after=5,
-        ) from exc
+        raise _not_answering(conversation_id) from exc
     except RPCError as exc:
         raise temporal_error(exc) from exc
     return ack
+
+
+def _not_answering(conversation_id: str) -> Unavailable:
+    """The conversation's workflow did not answer an update in time."""
+    return Unavailable(
+        f"conversation '{conversation_id}' did not answer within "
+        f"{UPDATE_TIMEOUT.total_seconds():.0f}s (is a worker running?); retry",
+        retry_after=5,
+    )
 
 
 def _refusal(cause: BaseException | None) -> SpindleError:
@@ -173,11 +178,7 @@ async def cancel_queued(
     except WorkflowUpdateFailedError as exc:
         raise _refusal(exc.cause) from exc
     except WorkflowUpdateRPCTimeoutOrCancelledError as exc:
-        raise Unavailable(
-            f"conversation '{conversation_id}' did not answer within "
-            f"{UPDATE_TIMEOUT.total_seconds():.0f}s (is a worker running?); retry",
-            retry_after=5,
-        ) from exc
+        raise _not_answering(conversation_id) from exc
     except RPCError as exc:
         if exc.status == RPCStatusCode.NOT_FOUND:
             return QueuedRunCanceled(workflow_id=cancel.workflow_id)

@@ -247,18 +247,24 @@ async def complete_agent(caller: Caller, workflow_id: str) -> CompleteAck:
         argument=request,
         result_type=CompleteAck,
         update_id=f"complete-{uuid.uuid4().hex}",
-        refused=lambda cause: _complete_refusal(workflow_id, cause),
+        refused=lambda cause: _update_refusal(
+            workflow_id, cause, NotWaiting, "interactive agents", "request to complete its agent"
+        ),
     )
 
 
-def _complete_refusal(workflow_id: str, cause: BaseException) -> SpindleError:
+def _update_refusal(
+    workflow_id: str, cause: BaseException, kept: type[SpindleError], feature: str, what: str
+) -> SpindleError:
+    """An update the run refused: its own ``kept`` error as is; a run started before
+    ``feature`` existed is a 409; anything else is logged and a 500 naming ``what``."""
     error = from_application_error(cause)
-    if isinstance(error, NotWaiting):
+    if isinstance(error, kept):
         return error
     if is_missing_handler(cause):
-        return Conflict(f"run '{workflow_id}' was started before interactive agents existed")
-    log.error("complete of %s failed: %r", workflow_id, cause)
-    return SpindleError(f"the run could not complete its agent: {cause}")
+        return Conflict(f"run '{workflow_id}' was started before {feature} existed")
+    log.error("%s of %s failed: %r", what, workflow_id, cause)
+    return SpindleError(f"the run could not take the {what}: {cause}")
 
 
 async def file_uploaded(caller: Caller, workflow_id: str, upload: FileUploaded) -> None:
@@ -321,18 +327,10 @@ async def raise_budget(caller: Caller, workflow_id: str, raised: BudgetRaise) ->
         argument=raised,
         result_type=BudgetAck,
         update_id=f"budget-{uuid.uuid4().hex}",
-        refused=lambda cause: _budget_refusal(workflow_id, cause),
+        refused=lambda cause: _update_refusal(
+            workflow_id, cause, BudgetRefused, "budgets", "budget raise"
+        ),
     )
-
-
-def _budget_refusal(workflow_id: str, cause: BaseException) -> SpindleError:
-    error = from_application_error(cause)
-    if isinstance(error, BudgetRefused):
-        return error
-    if is_missing_handler(cause):
-        return Conflict(f"run '{workflow_id}' was started before budgets existed")
-    log.error("budget raise of %s failed: %r", workflow_id, cause)
-    return SpindleError(f"the run could not take the budget raise: {cause}")
 
 
 def _check_answer_size(user_input: UserInput, limit: int) -> None:
