@@ -22,7 +22,9 @@ from fastapi.routing import APIRoute
 from spindle.gateway.api.deps import get_identity
 from spindle.gateway.api.routes import (
     bundle,
+    compare,
     conversations,
+    evaluations,
     files,
     fork,
     graphs,
@@ -31,6 +33,7 @@ from spindle.gateway.api.routes import (
     inbox,
     run_view,
     runs,
+    schemas,
     signals,
     stream,
     tools,
@@ -277,6 +280,7 @@ def create_app(
     install_mcp(app)  # MCP (streamable HTTP) at /mcp
     app.include_router(runs.router)
     app.include_router(graphs.router)
+    app.include_router(schemas.router)  # GET /schemas/execution-payload (public)
     app.include_router(tools.router)  # GET /tools (docs/graphs/tools.md)
     app.include_router(conversations.router)  # GET /conversations/{id}/runs
     app.include_router(schedule_routes.router)  # /schedules (docs/schedules.md)
@@ -288,6 +292,8 @@ def create_app(
     install_api_docs(app)  # GET /docs, /redoc: offline Swagger UI and ReDoc
     # GET /runs/{id}/graph and /runs/{id}/nodes/{node}: before runs.by_run_router.
     app.include_router(run_view.router)
+    app.include_router(compare.router)  # GET /runs/{a}/compare/{b} (docs/replay-and-compare.md)
+    app.include_router(evaluations.router)  # /evaluations (docs/replay-and-compare.md)
     per_run: list[APIRouter] = [
         # Before runs.by_run_router: /runs/{id}/workstreams is not a {run_id}.
         workstreams.router,

@@ -19,6 +19,7 @@ from spindle.shared.contracts.conversations import (
     ConversationRuns,
     IfBusy,
 )
+from spindle.shared.contracts.forks import ReplaySource
 from spindle.shared.contracts.run_end import EndedBy
 from spindle.shared.contracts.runs import NodeReport, PendingInput
 from spindle.shared.platform.webhook_signature import secret_key
@@ -238,6 +239,11 @@ class RunDetail(BaseModel):
     )
     history: HistoryBudget | None = Field(
         None, description="how much of Temporal's history limits the run's execution uses"
+    )
+    forked_from: ReplaySource | None = Field(
+        None,
+        description="a fork: the run it came from, from_node, overrides, graph and replay "
+        "modes (docs/replay-and-compare.md)",
     )
     temporal_ui_url: str | None = None
     stream_url: str | None = None

@@ -58,25 +58,37 @@ schedules the node with the defaults: 5 minutes, ``RetryDefaults()``).
 A graph then uses ``{"id": "hi", "type": "greet", "params": {"name": "Ada"}}``.
 
 ``ctx.state`` holds only the state keys the node's ``inputs``, templates and
-expressions name, plus ``_previous``, ``meta`` and ``context`` (history per node
+expressions name, plus ``_previous``, ``meta``, ``context``, the shared ``state``
+and the outputs its arriving envelopes carry (history per node
 stays constant, docs/graphs/index.md). A type whose code reads other keys of
 ``ctx.state`` says ``reads_state=StateReads.ALL``: it then gets every node's
 output, which costs history with every node the graph has.
+
+``ctx.inputs`` / ``ctx.input(port)`` are the NodeMessage envelopes that arrived on
+the edges into the node (docs/graphs/envelopes.md); ``NodeResult(state=StateUpdate(...),
+context=StateUpdate(...))`` writes shared state and context
+(docs/graphs/index.md#shared-state).
 """
 
+from spindle.shared.contracts.envelope import ExecutionPayload, NodeMessage, StateUpdate
 from spindle.shared.contracts.errors import ToolError
 from spindle.shared.graphs.node_types import NodeTypeSpec, RetryDefaults, RunKind, StateReads
 from spindle.worker.registry import ClosingPost, NodeContext, NodeResult, node_type
+from spindle.worker.tools.context import ToolContext
 from spindle.worker.tools.registry import tool
 
 __all__ = [
     "ClosingPost",
+    "ExecutionPayload",
     "NodeContext",
+    "NodeMessage",
     "NodeResult",
     "NodeTypeSpec",
     "RetryDefaults",
     "RunKind",
     "StateReads",
+    "StateUpdate",
+    "ToolContext",
     "ToolError",
     "node_type",
     "tool",

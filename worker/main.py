@@ -28,12 +28,14 @@ from spindle.shared.temporal.client import connect_temporal
 from spindle.worker.activities import build_activities
 from spindle.worker.activities.artifacts import artifact_activities
 from spindle.worker.activities.conversation import conversation_activities
+from spindle.worker.activities.evaluation import evaluation_activities
 from spindle.worker.activities.workstream import workstream_activities
 from spindle.worker.llm.base import LlmProvider
 from spindle.worker.llm.providers import provider_from_settings
 from spindle.worker.offerings import build_catalog, load_offerings
 from spindle.worker.sandbox import workflow_runner
 from spindle.worker.telemetry.metrics_server import sdk_metrics_runtime, serve_metrics
+from spindle.worker.telemetry.node_logs import NodeLogInterceptor
 from spindle.worker.tools.mcp_client import McpToolCache
 
 if TYPE_CHECKING:
@@ -51,10 +53,11 @@ def drain_timeout(settings: Settings) -> timedelta:
 def workflow_classes() -> list[type[Any]]:
     """The workflow classes this worker runs: graph runs and their workstreams."""
     from spindle.worker.workflows.conversation import Conversation
+    from spindle.worker.workflows.evaluation import Evaluation
     from spindle.worker.workflows.graph_run import GraphRun
     from spindle.worker.workflows.workstreams.child_workflow import Workstream
 
-    return [GraphRun, Workstream, Conversation]
+    return [GraphRun, Workstream, Conversation, Evaluation]
 
 
 def build_worker(
@@ -87,6 +90,8 @@ def build_worker(
         "max_concurrent_local_activities": settings.worker_max_concurrent_activities,
         "graceful_shutdown_timeout": drain_timeout(settings),
         "workflow_runner": workflow_runner(),
+        # A log line as each node activity starts and finishes (docs/operations/observability.md).
+        "interceptors": [NodeLogInterceptor()],
     }
     options.update(worker_options)
     # The workflows read plug-in specs (timeouts, retries) from the registry,
@@ -137,6 +142,7 @@ def worker_activities(
         *workstream_activities(bus, archive, settings=settings),
         *artifact_activities(archive),
         *conversation_activities(bus, archive),
+        *evaluation_activities(bus, archive, settings=settings),
     ]
 
 
@@ -182,6 +188,7 @@ def build_workers(
         options: dict[str, Any] = {
             "max_concurrent_activities": settings.worker_max_concurrent_activities,
             "graceful_shutdown_timeout": drain_timeout(settings),
+            "interceptors": [NodeLogInterceptor()],
             **worker_options,
         }
         workers.append(

@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio import activity
 
+from spindle.shared.contracts.envelope import ExecutionPayload, NodeMessage, StateUpdate
 from spindle.shared.contracts.errors import ExecutorNotFound
-from spindle.shared.contracts.graph_spec import NodeSpec
+from spindle.shared.contracts.graph_spec import SHARED_STATE_KEY, NodeSpec
 from spindle.shared.contracts.messages import AgentMessageType
 from spindle.shared.graphs.expressions import DEFAULT_NODE_STEPS, EvaluationBudget
 from spindle.shared.graphs.node_types import (
@@ -73,6 +74,10 @@ class NodeResult(BaseModel):
     ports: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     closing: ClosingPost | None = None
+    state: StateUpdate | None = Field(
+        None, description="writes to shared state, under keys the graph declares writable"
+    )
+    context: StateUpdate | None = Field(None, description="writes to the run's context")
 
 
 @dataclass
@@ -94,6 +99,9 @@ class NodeContext:
             ``evaluate``/``render_template`` the node makes, so that all of them
             together stay within the ``expression_node_steps`` setting
             (docs/graphs/index.md#expression-limits).
+        inputs: the NodeMessage envelopes that arrived on the edges into this node
+            for this visit, oldest first, payloads filled in (the entry node's is
+            the run input, ``from: "input"``); see docs/graphs/envelopes.md.
     """
 
     node: NodeSpec
@@ -106,6 +114,42 @@ class NodeContext:
     expressions: EvaluationBudget = field(
         default_factory=lambda: EvaluationBudget(limit=DEFAULT_NODE_STEPS)
     )
+    inputs: list[NodeMessage] = field(default_factory=list)
+
+    def input(self, port: str | None = None) -> NodeMessage | None:
+        """The envelope that arrived on input ``port`` (an edge's ``to_port``), the
+        latest if several did; without ``port``, the latest envelope of any port.
+        None: no taken edge brought one this visit."""
+        arrived = [m for m in self.inputs if port is None or m.to_port == port]
+        return arrived[-1] if arrived else None
+
+    @property
+    def shared_state(self) -> dict[str, Any]:
+        """The graph's shared state (``state.<key>``; docs/graphs/index.md#shared-state)."""
+        shared = self.state.get(SHARED_STATE_KEY)
+        return shared if isinstance(shared, dict) else {}
+
+    def execution_payload(self) -> ExecutionPayload:
+        """The node's input as seed 001's ``ExecutionPayload``: the latest envelope's
+        items (a payload with ``items`` keeps them; another is one item ``"1"``), the
+        run's context, ``meta.startTime`` and ``meta.lastNode``."""
+        latest = self.input()
+        payload = latest.payload if latest is not None else self.previous
+        items = payload.get("items") if isinstance(payload, dict) else None
+        if not isinstance(items, list) or not all(isinstance(i, dict) and "id" in i for i in items):
+            items = [{"id": "1", "data": payload}]
+        meta = latest.meta if latest is not None else None
+        return ExecutionPayload.model_validate(
+            {
+                "runId": self.run.workflow_id,
+                "items": items,
+                "context": self.context,
+                "meta": {
+                    "startTime": (meta.start_time if meta else None) or "",
+                    "lastNode": meta.last_node if meta else None,
+                },
+            }
+        )
 
     @property
     def previous(self) -> Any:
@@ -119,6 +163,33 @@ class NodeContext:
         """Metadata propagated from earlier nodes."""
         meta = self.state.get("meta")
         return meta if isinstance(meta, dict) else {}
+
+    # Seed 004's node context: who and what this node runs for (docs/graphs/tools.md#tool-context).
+    @property
+    def tenant_id(self) -> str:
+        """The run's tenant."""
+        return self.run.tenant_id
+
+    @property
+    def user_id(self) -> str | None:
+        """The user who started the run (None for a scheduled run)."""
+        return self.run.user_id
+
+    @property
+    def run_id(self) -> str:
+        """The run's id, as the API names it (its workflow id)."""
+        return self.run.workflow_id
+
+    @property
+    def node_id(self) -> str:
+        """This node's id."""
+        return self.node.id
+
+    @property
+    def context(self) -> dict[str, Any]:
+        """The run's ``context`` (read-only by convention)."""
+        context = self.state.get("context")
+        return context if isinstance(context, dict) else {}
 
     def heartbeat(self, *details: Any) -> None:
         """Tell Temporal the node is alive (call it in long loops)."""

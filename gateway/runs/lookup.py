@@ -27,6 +27,7 @@ from spindle.gateway.runs.temporal import (
 from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.budgets import BudgetState
 from spindle.shared.contracts.errors import Conflict, NotFound, SpindleError
+from spindle.shared.contracts.forks import ReplaySource
 from spindle.shared.contracts.run_end import EndedBy
 from spindle.shared.contracts.runs import (
     DESCRIBE_QUERY,
@@ -154,6 +155,8 @@ def _apply_record(detail: RunDetail, record: RunRecord) -> None:
     detail.ended_by = EndedBy.model_validate(record.ended_by) if record.ended_by else None
     detail.created_at = record.created_at
     detail.updated_at = record.updated_at
+    if record.forked_from is not None:
+        detail.forked_from = ReplaySource.model_validate(record.forked_from)
 
 
 def _apply_live(detail: RunDetail, live: RunDescription) -> None:

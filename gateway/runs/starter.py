@@ -130,6 +130,7 @@ async def build_run_input(
         max_live_workstreams=settings.max_live_workstreams,
         expression_workflow_task_steps=settings.expression_workflow_task_steps,
         max_node_visits=settings.max_node_visits,
+        shared_state_max_bytes=settings.shared_state_max_bytes,
     )
 
 
@@ -390,6 +391,7 @@ async def start_workflow(
             "max_live_workstreams": settings.max_live_workstreams,
             "expression_workflow_task_steps": settings.expression_workflow_task_steps,
             "max_node_visits": settings.max_node_visits,
+            "shared_state_max_bytes": settings.shared_state_max_bytes,
         }
     )
     search_attributes = run_search_attributes(run_input)
@@ -458,6 +460,10 @@ async def record_start(
         temporal_ui_url=response.temporal_ui_url,
         trace_id=current_trace_ids().get("traceId") if traceparent else None,
         traceparent=traceparent,
+        conversation_id=conversation_id,
+        forked_from=(
+            run_input.replay.model_dump(mode="json") if run_input.replay is not None else None
+        ),
     )
     try:
         if queued:
@@ -465,7 +471,9 @@ async def record_start(
             # id and progress, before this line (its conversation's previous run
             # ended meanwhile).
             await archive.update_run(
-                workflow_id, create_with=record.model_dump(exclude={"workflow_id", "updated_at"})
+                workflow_id,
+                create_with=record.model_dump(exclude={"workflow_id", "updated_at"}),
+                conversation_id=conversation_id,  # also when the run wrote its document first
             )
         else:
             await archive.create_run(record)

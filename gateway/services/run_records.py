@@ -17,9 +17,10 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from spindle.gateway.http.temporal_errors import is_missing_handler, temporal_error
 from spindle.gateway.services.callers import Caller
-from spindle.shared.contracts.errors import Conflict, NotFound, SpindleError, Unavailable
-from spindle.shared.contracts.runs import GRAPH_RUN_WORKFLOW, GraphRunInput
+from spindle.shared.contracts.errors import SpindleError, Unavailable
+from spindle.shared.contracts.runs import GraphRunInput
 from spindle.shared.contracts.workstreams import WORKSTREAMS_QUERY, WorkstreamList
+from spindle.shared.temporal.run_inputs import recorded_start_input
 
 log = logging.getLogger(__name__)
 
@@ -35,27 +36,10 @@ async def start_input(caller: Caller, workflow_id: str) -> GraphRunInput:
         Conflict: the workflow is not a graph run (a workstream child, say).
         Unavailable: Temporal cannot be reached.
     """
-    temporal = caller.state.temporal
-    handle = temporal.get_workflow_handle(workflow_id)
     try:
-        async for event in handle.fetch_history_events():
-            started = event.workflow_execution_started_event_attributes
-            if started.workflow_type.name != GRAPH_RUN_WORKFLOW:
-                # A workstream child (or any other workflow) has another input
-                # type: there is no graph to fork.
-                raise Conflict(
-                    f"run '{workflow_id}' is a {started.workflow_type.name} workflow; "
-                    "only graph runs can be forked"
-                )
-            decoded = await temporal.data_converter.decode(started.input.payloads, [GraphRunInput])
-            run_input = decoded[0]
-            assert isinstance(run_input, GraphRunInput)
-            return run_input
+        return await recorded_start_input(caller.state.temporal, workflow_id)
     except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND:
-            raise NotFound(f"run '{workflow_id}' was not found") from exc
         raise temporal_error(exc) from exc
-    raise NotFound(f"run '{workflow_id}' was not found")
 
 
 async def histories(caller: Caller, workflow_id: str) -> list[WorkflowHistory]:

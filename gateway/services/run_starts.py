@@ -18,7 +18,7 @@ user of the tenant sending the same key starts a run of their own
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from spindle.gateway.models import StartRunRequest, StartRunResponse
 from spindle.gateway.runs.answers import may_control
@@ -55,6 +55,11 @@ class AdmittedStart:
             if 400 <= exc.status < 500 and not isinstance(exc, RateLimited):
                 await self.caller.limits.refund_run_start(self.caller.tenant_id)
             raise
+
+    def refunded_if_refused(self) -> AbstractAsyncContextManager[None]:
+        """A block whose refusal for the caller's mistake gives the permit back (a fork
+        checks its source and candidate in one before ``start_input``)."""
+        return self._refunded_if_refused()
 
     async def graph(self, name: str) -> GraphSpec:
         """The tenant's registered graph ``name`` (e.g. for its input schema).

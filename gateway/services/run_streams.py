@@ -14,12 +14,15 @@ events); see docs/streaming/gap-free.md for the follow itself.
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
+
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
 from spindle.gateway.limits.tenant_limits import StreamLease
 from spindle.gateway.services.callers import Caller
-from spindle.gateway.streams.follower import StreamCursor, StreamFollower
+from spindle.gateway.streams import resume
+from spindle.gateway.streams.follower import Sequenced, StreamCursor, StreamFollower
 from spindle.gateway.streams.run_messages import RunMessages, store_reader
 from spindle.gateway.streams.sse import RunEventStream
 from spindle.shared.temporal.closed_runs import ClosedRun, reconcile_closed_run
@@ -94,6 +97,27 @@ def run_follower(caller: Caller, follow: RunFollow, *, keepalive: bool = False) 
     )
 
 
+async def messages_after(
+    caller: Caller, workflow_id: str, seq: int
+) -> AsyncGenerator[Sequenced, None]:
+    """The run's messages after ``seq`` (0: from the first), live or from the archive,
+    each once, until the run's end: the shared resume of every cursor-based stream
+    (MCP task streams; docs/streaming/gap-free.md#one-cursor-on-every-protocol).
+
+    The caller checks read access to the run first.
+
+    Raises:
+        CursorExpired: the messages right after ``seq`` are no longer kept
+            (``data()`` names ``oldestSeq``).
+        CursorBeyondEnd: the run never reached ``seq`` (``data()`` names ``lastSeq``).
+    """
+    state = caller.state
+    async for message in resume.messages_after(
+        workflow_id, seq, bus=state.bus, hub=state.hub, archive=state.archive_if_enabled()
+    ):
+        yield message
+
+
 async def check_closed(caller: Caller, workflow_id: str) -> ClosedRun | None:
     """Settle the run if Temporal closed it without Spindle (posts its closing message).
 
@@ -132,4 +156,5 @@ async def open_run_events(caller: Caller, follow: RunFollow) -> RunEventStream:
         lease=lease,
         on_idle=closed_check,
         idle_every=state.settings.sse_closed_check_keepalives,
+        archive=state.archive_if_enabled(),
     )

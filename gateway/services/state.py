@@ -18,6 +18,7 @@ from spindle.gateway.auth.authenticator import Authenticator
 from spindle.gateway.http.stream_drain import StreamDrain
 from spindle.gateway.limits.tenant_limits import TenantLimits
 from spindle.gateway.runs.catalog_cache import CatalogCache
+from spindle.gateway.services.mcp_tools import McpToolLister
 from spindle.shared.bus.hub import SubscriptionHub
 from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.platform.settings import Settings
@@ -54,6 +55,7 @@ class GatewayState:
         keys: the API key store (``/keys``; the authenticator reads it too).
         on_run_closed: settles a run Temporal closed without Spindle.
         mcp_sessions: the MCP session manager, while the lifespan runs it.
+        mcp_tools: lists graphs' MCP tools for ``GET /tools`` (``mcp_tool_lister``).
     """
 
     settings: Settings
@@ -71,6 +73,13 @@ class GatewayState:
     keys: ApiKeyStore | None = None
     on_run_closed: OnClosed | None = None
     mcp_sessions: StreamableHTTPSessionManager | None = None
+    mcp_tools: McpToolLister | None = None
+
+    def mcp_tool_lister(self) -> McpToolLister:
+        """The process's lister of graphs' MCP tools (``GET /tools?graph=``), made once."""
+        if self.mcp_tools is None:
+            self.mcp_tools = McpToolLister(self.settings)
+        return self.mcp_tools
 
     def archive_if_enabled(self) -> RunArchive | None:
         """The archive, or None when this gateway keeps no archive."""

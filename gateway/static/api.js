@@ -27,16 +27,21 @@ export function setApiKey(key) {
   else sessionStorage.removeItem(KEY_STORAGE);
 }
 
-function headers(extra) {
+function headers(extra, key) {
   const out = { Accept: "application/json", ...extra };
-  const key = apiKey();
-  if (key) out.Authorization = `Bearer ${key}`;
+  const used = key ?? apiKey();
+  if (used) out.Authorization = `Bearer ${used}`;
   return out;
 }
 
-/** Call the gateway; resolves with the parsed JSON body, rejects with ApiError. */
-export async function api(method, path, { json, form } = {}) {
-  const init = { method, cache: "no-store", headers: headers({}) };
+/**
+ * Call the gateway; resolves with the parsed JSON body, rejects with ApiError.
+ * `base` (a gateway's origin, e.g. "https://spindle.example.com") and `key` are
+ * for the embeddable component (spindle-conversation.js); pages leave them out:
+ * same origin, the tab's key.
+ */
+export async function api(method, path, { json, form, base = "", key } = {}) {
+  const init = { method, cache: "no-store", headers: headers({}, key) };
   if (json !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(json);
@@ -45,7 +50,7 @@ export async function api(method, path, { json, form } = {}) {
   }
   let response;
   try {
-    response = await fetch(path, init);
+    response = await fetch(base + path, init);
   } catch (error) {
     throw new ApiError(0, `the gateway cannot be reached (${error.message})`);
   }

@@ -52,9 +52,12 @@ export class ConversationStream {
   /**
    * @param {{workflowId: string, runId: string,
    *          onMessage: (msg: object) => void,
-   *          onState: (state: string, detail?: string) => void}} options
+   *          onState: (state: string, detail?: string) => void,
+   *          conn?: {base?: string, key?: string}}} options
+   *   `conn`: another gateway's origin and key (the embeddable component).
    */
-  constructor({ workflowId, runId, onMessage, onState }) {
+  constructor({ workflowId, runId, onMessage, onState, conn = {} }) {
+    this.conn = conn;
     this.workflowId = workflowId;
     this.runId = runId;
     this.onMessage = onMessage;
@@ -72,7 +75,7 @@ export class ConversationStream {
   async start() {
     this.onState("loading");
     try {
-      const history = await api("GET", `${runPath(this.workflowId, this.runId)}/updates`);
+      const history = await api("GET", `${runPath(this.workflowId, this.runId)}/updates`, this.conn);
       for (const msg of history?.messages || []) this.deliver(msg, null);
     } catch (error) {
       this.onState("failed", error.message);
@@ -108,7 +111,7 @@ export class ConversationStream {
     if (this.closed || this.ended) return;
     let token;
     try {
-      token = await api("POST", `${workflowPath(this.workflowId)}/stream-token`);
+      token = await api("POST", `${workflowPath(this.workflowId)}/stream-token`, this.conn);
     } catch (error) {
       // 4xx other than a transient one: retrying will not help.
       if (error.status >= 400 && error.status < 500 && error.status !== 429) {
@@ -123,7 +126,7 @@ export class ConversationStream {
     const params = new URLSearchParams({ access_token: token.access_token });
     if (this.lastSeq !== null) params.set("lastEventId", String(this.lastSeq));
     else if (this.lastTs >= 0) params.set("since", String(this.lastTs));
-    const source = new EventSource(`${runPath(this.workflowId, this.runId)}/stream?${params}`);
+    const source = new EventSource(`${this.conn.base ?? ""}${runPath(this.workflowId, this.runId)}/stream?${params}`);
     this.source = source;
     source.onopen = () => {
       this.attempts = 0;

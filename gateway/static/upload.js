@@ -3,7 +3,9 @@
 // The accepted types and the number of files per pick come from the gateway's
 // settings (SPINDLE_UI_UPLOAD_ACCEPT, SPINDLE_UI_UPLOAD_MAX_FILES); the size
 // limit is the gateway's own (SPINDLE_MAX_UPLOAD_BYTES), checked here first to
-// spare a doomed upload.
+// spare a doomed upload. What was stored is listed by the Files panel (files.js):
+// `onUploaded` tells it; `onBusy` lets the page disable Send while a file is on
+// its way (seed 002: isUploading disables the send/start buttons).
 
 import { api, runPath } from "./api.js";
 
@@ -19,7 +21,7 @@ function accepts(file, accept) {
   });
 }
 
-function size(bytes) {
+export function size(bytes) {
   if (bytes < 1024) return `${bytes} B`;
   if (bytes < 1048576) return `${(bytes / 1024).toFixed(1)} KiB`;
   return `${(bytes / 1048576).toFixed(1)} MiB`;
@@ -28,12 +30,18 @@ function size(bytes) {
 export class Uploader {
   /**
    * @param {{button: HTMLButtonElement, input: HTMLInputElement, zone: HTMLElement,
-   *          status: HTMLElement, error: HTMLElement, list: HTMLUListElement,
+   *          status: HTMLElement, error: HTMLElement,
    *          config: {upload_accept: string[], upload_max_files: number,
-   *                   max_upload_bytes: number}}} parts
+   *                   max_upload_bytes: number},
+   *          conn?: {base?: string, key?: string},
+   *          onUploaded?: (stored: object) => void,
+   *          onBusy?: (busy: boolean) => void}} parts
    */
-  constructor({ button, input, zone, status, error, list, config }) {
-    Object.assign(this, { button, input, zone, status, error, list, config });
+  constructor({ button, input, zone, status, error, config, conn = {}, onUploaded, onBusy }) {
+    Object.assign(this, { button, input, zone, status, error, config, conn });
+    this.onUploaded = onUploaded ?? (() => {});
+    this.onBusy = onBusy ?? (() => {});
+    this.busy = false;
     this.run = null;
     if (config.upload_accept.length) input.accept = config.upload_accept.join(",");
     button.addEventListener("click", () => input.click());
@@ -59,8 +67,7 @@ export class Uploader {
 
   setRun(run) {
     this.run = run;
-    this.button.disabled = run === null;
-    this.list.replaceChildren();
+    this.button.disabled = run === null || this.busy;
     this.status.textContent = "";
   }
 
@@ -80,6 +87,22 @@ export class Uploader {
     const tooBig = files.find((file) => file.size > limit);
     if (tooBig) return this.fail(`${tooBig.name} is larger than ${size(limit)}.`);
 
+    this.setBusy(true);
+    try {
+      await this.send(files);
+    } finally {
+      this.setBusy(false);
+    }
+  }
+
+  setBusy(busy) {
+    this.busy = busy;
+    this.button.disabled = busy || this.run === null;
+    this.zone.setAttribute("aria-busy", String(busy));
+    this.onBusy(busy);
+  }
+
+  async send(files) {
     const { workflowId, runId } = this.run;
     let done = 0;
     for (const file of files) {
@@ -87,11 +110,12 @@ export class Uploader {
       const form = new FormData();
       form.append("file", file, file.name);
       try {
-        const stored = await api("POST", `${runPath(workflowId, runId)}/files`, { form });
-        const item = document.createElement("li");
-        item.textContent = `${stored?.name ?? file.name} · ${size(stored?.size ?? file.size)}`;
-        this.list.append(item);
+        const stored = await api("POST", `${runPath(workflowId, runId)}/files`, {
+          ...this.conn,
+          form,
+        });
         done += 1;
+        this.onUploaded(stored);
       } catch (error) {
         this.fail(`${file.name}: ${error.message}`);
         break;

@@ -30,8 +30,12 @@ export class WorkstreamPanel {
    * @param {HTMLElement} container the side panel
    * @param {HTMLElement} tabs the tab bar above the conversation
    * @param {(workstream: string) => void} onFilter
+   * @param {{base?: string, key?: string}} [conn] another gateway (the component)
+   * @param {(list: object[]) => void} [onList] each refreshed workstream list
    */
-  constructor(container, tabs, onFilter) {
+  constructor(container, tabs, onFilter, conn = {}, onList = () => {}) {
+    this.conn = conn;
+    this.onList = onList;
     this.container = container;
     this.tabs = tabs;
     this.onFilter = onFilter;
@@ -81,13 +85,16 @@ export class WorkstreamPanel {
     this.lastRefresh = Date.now();
     let list = [];
     try {
-      const reply = await api("GET", `${workflowPath(workflowId)}/workstreams`);
+      const reply = await api("GET", `${workflowPath(workflowId)}/workstreams`, this.conn);
       list = reply?.workstreams || [];
     } catch {
       list = null; // not known yet (run starting) or no worker: try again later
     }
     if (workflowId !== this.workflowId) return;
-    if (list) this.render(list);
+    if (list) {
+      this.render(list);
+      this.onList(list);
+    }
     if (list === null || list.some((ws) => LIVE_STATES.has(ws.state))) {
       this.timer = setTimeout(() => this.refresh(), POLL_MS);
     }
@@ -154,8 +161,10 @@ export class WorkstreamPanel {
       option.value = value;
       command.append(option);
     }
+    command.setAttribute("aria-label", `Action for ${launchId}`);
     const text = element("input", "ws-text");
     text.placeholder = "Directive";
+    text.setAttribute("aria-label", `Directive or message for ${launchId}`);
     const steer = element("button", "", "Steer");
     steer.type = "submit";
     const terminate = element("button", "danger", "Terminate");
@@ -192,7 +201,7 @@ export class WorkstreamPanel {
     card.error.hidden = true;
     const path = `${workflowPath(this.workflowId)}/workstreams/${encodeURIComponent(card.launchId)}/${action}`;
     try {
-      await api("POST", path, body === undefined ? {} : { json: body });
+      await api("POST", path, body === undefined ? this.conn : { ...this.conn, json: body });
       this.refresh();
       return true;
     } catch (error) {

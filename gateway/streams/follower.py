@@ -17,6 +17,12 @@ subscriber whose bounded queue overflowed, a lost Redis connection): then it
 either ends (the SSE client resumes with ``Last-Event-ID``) or, with
 ``resubscribe``, subscribes again and reads what it missed from the store.
 
+An ``after_seq`` cursor is checked against what a ``CheckedSource`` keeps
+(``spindle.gateway.streams.cursor``): one older than the oldest message kept,
+or beyond the stream's end, raises ``CursorOutOfRange`` from ``open()``; a
+catch-up that finds what it missed no longer kept raises ``CursorExpired`` from
+``next_batch()``. Never a silent jump.
+
 The follower never parses a message: it hands out the stored bytes with their
 seq (``StoredMessage`` from the backlog, ``LiveEvent`` from the live feed, both
 ``Sequenced``), so the SSE route writes them as they are. What a stream's
@@ -34,7 +40,7 @@ import logging
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from spindle.shared.bus.hub import Subscription, SubscriptionHub, SubscriptionLost
 from spindle.shared.bus.message_bus import LiveEvent, StoredMessage
@@ -85,6 +91,16 @@ class FollowSource(Protocol):
 
     def newer_than(self, raw: bytes, since_ts: int) -> bool:
         """True when a stored message's timestamp is above ``since_ts``."""
+        ...
+
+
+@runtime_checkable
+class CheckedSource(Protocol):
+    """A ``FollowSource`` that can tell whether a read serves a cursor whole
+    (``spindle.gateway.streams.cursor``; a run's messages do)."""
+
+    async def check_cursor(self, after_seq: int, read: Sequence[StoredMessage]) -> None:
+        """Raise ``CursorOutOfRange`` unless ``read`` (after ``after_seq``) has no gap."""
         ...
 
 
@@ -180,6 +196,8 @@ class StreamFollower:
         Raises:
             SubscriptionLost: no confirmed subscription.
             RedisError: the store cannot be read.
+            CursorOutOfRange: an ``after_seq`` cursor older than what a checked
+                source keeps, or beyond its end (``streams.cursor``).
         """
         self._sub = await self._stack.enter_async_context(self._hub.subscribe(self.stream_id))
         try:
@@ -199,7 +217,11 @@ class StreamFollower:
         cursor = self._cursor
         if cursor.after_seq is not None:
             self.last_seq = cursor.after_seq
-            return await self.source.read(cursor.after_seq, None)
+            backlog = await self.source.read(cursor.after_seq, None)
+            if isinstance(self.source, CheckedSource):
+                # A cursor older than what is kept, or past the end: an error, not a jump.
+                await self.source.check_cursor(cursor.after_seq, backlog)
+            return backlog
         if cursor.since_ts is not None:
             # Every seq up to the current one is either in the backlog read
             # next (ts > since) or older than the cursor; later ones come live
@@ -403,8 +425,15 @@ class StreamFollower:
         return await self._catch_up()
 
     async def _catch_up(self) -> list[Sequenced]:
-        """Stored messages after ``last_seq``, up to the end if the stream has one."""
+        """Stored messages after ``last_seq``, up to the end if the stream has one.
+
+        Raises:
+            CursorExpired: what was missed is no longer kept (a checked source):
+                the consumer says so rather than skip it.
+        """
         stored = await self.source.read(self.last_seq, None)
+        if stored and isinstance(self.source, CheckedSource):
+            await self.source.check_cursor(self.last_seq, stored)
         end = await self.source.end_seq(stored)
         since = self._since
         out: list[Sequenced] = []

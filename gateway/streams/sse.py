@@ -6,7 +6,11 @@ is its SSE framing. Frames are written from the stored bytes (``id: <seq>``
 then ``data: <compact JSON>``), never re-encoded; ``: keep-alive`` comments
 fill idle time. The response ends right after the message that ends the
 conversation, and when the live feed breaks (``SubscriptionLost``) so that the
-client resumes with ``Last-Event-ID``. When the gateway process stops,
+client resumes with ``Last-Event-ID``. A cursor that cannot be served whole
+(older than what is kept, or beyond the run's end: ``streams.cursor``) is a
+problem before any stream (410 / 400, naming ``oldestSeq`` / ``lastSeq``), or,
+found mid-stream, an ``event: error`` frame that ends it; never a silent jump.
+When the gateway process stops,
 ``StreamDrain`` ends every open stream at once with a ``retry:`` hint
 (``spindle.gateway.http.stream_drain``), for the same resume elsewhere. A live
 frame that finds the stream waiting is written from the subscription hub's
@@ -27,6 +31,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 
+import orjson
 from redis.exceptions import RedisError
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
@@ -35,6 +40,7 @@ from spindle.gateway.http.problems import spindle_problem
 from spindle.gateway.http.server_send import body_send, send_now
 from spindle.gateway.http.stream_drain import StreamDrain
 from spindle.gateway.limits.tenant_limits import StreamLease
+from spindle.gateway.streams.cursor import CursorOutOfRange
 from spindle.gateway.streams.follower import (
     BACKLOG_CHUNK,
     Sequenced,
@@ -46,6 +52,7 @@ from spindle.shared.bus.hub import SubscriptionHub, SubscriptionLost
 from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.errors import Unavailable
 from spindle.shared.platform import metrics
+from spindle.shared.store.archive import RunArchive
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +82,14 @@ WriteNow = Callable[[bytes], "asyncio.Future[None] | None"]
 def frame(seq: int, raw: bytes) -> bytes:
     """One SSE event: ``id: <seq>`` and ``data: <stored JSON>`` (unnamed event)."""
     return b"id: %d\ndata: %s\n\n" % (seq, raw)
+
+
+def error_frame(error: CursorOutOfRange) -> bytes:
+    """The ``event: error`` that ends a stream whose cursor cannot be served whole.
+
+    No ``id:``: the client's ``Last-Event-ID`` stays the last message it got.
+    """
+    return b"event: error\ndata: %s\n\n" % orjson.dumps(error.problem())
 
 
 class _LastFrame:
@@ -119,6 +134,8 @@ class RunEventStream:
             the run was closed from outside Spindle, and if so posts its closing
             message, which then ends this stream like any other.
         idle_every: keep-alives between two ``on_idle`` calls (0: never).
+        archive: where ``read_backlog`` reads older messages (None: Redis only),
+            for the check of the client's cursor.
     """
 
     def __init__(
@@ -134,6 +151,7 @@ class RunEventStream:
         lease: StreamLease | None = None,
         on_idle: Callable[[], Awaitable[object]] | None = None,
         idle_every: int = 0,
+        archive: RunArchive | None = None,
     ) -> None:
         self.stream_id = stream_id
         self._on_idle = on_idle if idle_every > 0 else None
@@ -141,7 +159,7 @@ class RunEventStream:
         self._idle_ticks = 0
         self._cursor = cursor
         self._follower = StreamFollower(
-            RunMessages(stream_id, bus=bus, read_backlog=read_backlog),
+            RunMessages(stream_id, bus=bus, read_backlog=read_backlog, archive=archive),
             hub=hub,
             cursor=cursor,
             idle_seconds=keepalive_seconds,
@@ -249,7 +267,11 @@ class RunEventStream:
         if write_now is not None:
             self._follower.hand_live_to(self._write_live)
         try:
-            while (batch := await self._follower.next_batch()) is not None:
+            while (batch := await self._next_batch()) is not None:
+                if isinstance(batch, CursorOutOfRange):
+                    await self._settle_write()
+                    await write(head + error_frame(batch))
+                    break
                 self._count_live()
                 await self._settle_write()
                 if not batch:
@@ -271,6 +293,14 @@ class RunEventStream:
                 # The frame it holds may not be out; the client resumes after
                 # the last id it got, and frames are written whole.
                 pending.cancel()
+
+    async def _next_batch(self) -> list[Sequenced] | CursorOutOfRange | None:
+        """The follower's next batch, or the error that ends the stream explicitly."""
+        try:
+            return await self._follower.next_batch()
+        except CursorOutOfRange as exc:  # a catch-up found what it missed no longer kept
+            log.info("stream %s: %s", self.stream_id, exc.detail)
+            return exc
 
     def _write_live(self, message: Sequenced) -> bool:
         """The follower's sink: write one live frame now, from the hub's dispatch."""
@@ -322,8 +352,9 @@ class RunEventStream:
 class EventStreamResponse(Response):
     """ASGI response for a ``RunEventStream``.
 
-    Sends headers only after ``open()`` succeeded (503 problem otherwise, 204
-    when the run ended before the client's cursor so EventSource stops
+    Sends headers only after ``open()`` succeeded (503 problem otherwise; 410
+    or 400 problem when the cursor is older than what is kept or beyond the
+    run's end; 204 when the run ended at the client's cursor so EventSource stops
     reconnecting), and stops as soon as the client disconnects. With a
     ``drain``, it also ends, with a ``retry:`` hint, once the process stops.
     """
@@ -345,6 +376,10 @@ class EventStreamResponse(Response):
             log.warning("stream %s cannot open: %s", self.stream.stream_id, exc)
             error = Unavailable("the live message feed (Redis) is unavailable", retry_after=2)
             await spindle_problem(error, scope.get("path"))(scope, receive, send)
+            return
+        except CursorOutOfRange as exc:
+            # EventSource gives up on a non-200 answer: the client is told, not looped.
+            await spindle_problem(exc, scope.get("path"))(scope, receive, send)
             return
         counted = False
         try:

@@ -47,7 +47,9 @@ Each class's ``ApplicationError`` type is its own name::
     ├── RunFailed                    500   -32603   a run ended in failure
     │   ├── NodeFailed               500   -32603   a node failed for good
     │   │   ├── ExpressionBudgetSpent 500  -32603   its expressions spent their budget
-    │   │   └── AgentOutputInvalid   500   -32603   the answer broke output_schema twice
+    │   │   ├── AgentOutputInvalid   500   -32603   the answer broke output_schema twice
+    │   │   ├── PayloadInvalid       500   -32603   data broke input_schema/output_schema
+    │   │   └── StateWriteRefused    500   -32603   an undeclared or too large state write
     │   ├── AgentMaxTurns            500   -32603   no final answer within max_turns
     │   ├── BudgetExhausted          500   -32603   a budget cap reached (on_exhausted: fail)
     │   ├── RunDeadlineExceeded      500   -32603   the run passed its deadline_seconds
@@ -374,6 +376,17 @@ class ExpressionBudgetSpent(NodeFailed):
     """The expressions of one node execution, or of one workflow task, passed their
     step budget together; the error names the node and the setting that sizes it
     (docs/graphs/index.md#expression-limits)."""
+
+
+class PayloadInvalid(NodeFailed):
+    """Data crossing an edge broke a node's ``input_schema`` or ``output_schema``;
+    ``errors`` name each field (per item for a ``map``; docs/graphs/index.md#payload-schemas)."""
+
+
+class StateWriteRefused(NodeFailed):
+    """A node wrote a shared-state key the graph does not declare writable, or its
+    writes made shared state or context larger than the ``shared_state_max_bytes``
+    setting; the error names the key and the size (docs/graphs/index.md#shared-state)."""
 
 
 class AgentMaxTurns(RunFailed):

@@ -12,6 +12,9 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 RESERVED_STATE_KEYS = frozenset({"input", "context", "_previous", "meta", "_ports"})
+SHARED_STATE_KEY = "state"
+"""The run-state key under which the graph's shared state lives (``state.<key>``)."""
+STATE_KEY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$"
 NODE_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$"
 TASK_QUEUE_PATTERN = r"^[A-Za-z0-9_.:/@\-]{1,200}$"
 # Temporal's default number of priority levels (server setting ``matching.priorityLevels``).
@@ -82,6 +85,25 @@ class NodeSpec(BaseModel):
         exclude_if=lambda value: value is None,
     )
 
+    input_schema: dict[str, Any] | None = Field(
+        None,
+        description="JSON Schema every envelope payload arriving on an edge into this node "
+        "must satisfy (for a map: each item); else the node fails naming the field",
+        exclude_if=lambda value: value is None,  # as priority: rolling upgrades
+    )
+    output_schema: dict[str, Any] | None = Field(
+        None,
+        description="JSON Schema this node's output must satisfy (for a map: each item's "
+        "data); else the node fails naming the field",
+        exclude_if=lambda value: value is None,
+    )
+    writes: list[Annotated[str, Field(pattern=STATE_KEY_PATTERN)]] | None = Field(
+        None,
+        description="the shared-state keys this node writes (each in the graph's "
+        "state.writable); unset: any writable key",
+        exclude_if=lambda value: value is None,
+    )
+
     @field_validator("id")
     @classmethod
     def _not_reserved(cls, value: str) -> str:
@@ -105,6 +127,16 @@ class EdgeSpec(BaseModel):
     )
 
 
+class SharedStateSpec(BaseModel):
+    """The graph's shared state: the keys nodes may write (docs/graphs/index.md#shared-state)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    writable: list[Annotated[str, Field(pattern=STATE_KEY_PATTERN)]] = Field(
+        default_factory=list, max_length=100, description="keys nodes may set, merge or delete"
+    )
+
+
 class GraphSpec(BaseModel):
     """A whole graph: entry node, nodes and edges."""
 
@@ -125,6 +157,17 @@ class GraphSpec(BaseModel):
         "a node's own task_queue wins",
         exclude_if=lambda value: not value,  # as NodeSpec.priority: rolling upgrades
     )
+    state: SharedStateSpec | None = Field(
+        None,
+        description="shared state nodes may write, read as state.<key> "
+        "(docs/graphs/index.md#shared-state)",
+        exclude_if=lambda value: value is None,
+    )
+
+    @property
+    def writable(self) -> frozenset[str]:
+        """The shared-state keys nodes may write."""
+        return frozenset(self.state.writable) if self.state is not None else frozenset()
 
     def node(self, node_id: str) -> NodeSpec:
         for node in self.nodes:

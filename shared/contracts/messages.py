@@ -9,7 +9,7 @@ and sent over SSE (short keys, nothing that equals its default), and
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
@@ -35,6 +35,34 @@ class AgentMessageType(IntEnum):
     STREAMING_CHUNK = 12
     BATCH_PROGRESS = 13
     RESTARTING = 14
+
+
+PlanStatus = Literal["pending", "in_progress", "done"]
+
+
+class PlanTask(BaseModel):
+    """One task of a PLAN message's ``d.tasks``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: str = Field(min_length=1, max_length=500, description="what the task is")
+    status: PlanStatus = Field("pending", description="pending, in_progress or done")
+
+
+class PlanDetails(BaseModel):
+    """The details (``d``) of a PLAN (type 2) message an agent posts with ``update_plan``.
+
+    Wire shape: ``{"node_id": "...", "source": "update_plan", "tasks": [{"title":
+    "...", "status": "pending" | "in_progress" | "done"}], "explanation": "..."}``.
+    Each PLAN replaces the node's previous one (the whole list is sent each time).
+    The agent loop's own PLAN (its first tool calls) has ``source`` unset and
+    ``tasks`` of ``{"name", "arguments", "title"}``. See docs/graphs/tools.md#plans.
+    """
+
+    node_id: str
+    source: Literal["update_plan"] = "update_plan"
+    tasks: list[PlanTask]
+    explanation: str | None = None
 
 
 class CompactMessage(BaseModel):

@@ -19,6 +19,8 @@ from spindle.shared.contracts.budgets import (
     ChildrenPolicy,
     RunBudget,
 )
+from spindle.shared.contracts.envelope import CarriedEnvelopes
+from spindle.shared.contracts.forks import ReplaySource
 from spindle.shared.contracts.graph_spec import GraphSpec
 from spindle.shared.contracts.workstreams import CarriedWorkstream
 
@@ -218,6 +220,11 @@ class CarriedState(BaseModel):
         description="the latest report of each node no activity archives (skipped, reused, "
         "workstream): finish_run archives them",
     )
+    envelopes: CarriedEnvelopes | None = Field(
+        None,
+        description="envelopes on their way between nodes (docs/graphs/envelopes.md)",
+        exclude_if=lambda value: value is None,
+    )
 
 
 class FileUploaded(BaseModel):
@@ -286,6 +293,11 @@ class GraphRunInput(BaseModel):
         description="fork: node id → recorded outcome; these nodes complete without running",
     )
     fork_of: str | None = Field(None, description="fork: the workflow id whose outputs are reused")
+    replay: ReplaySource | None = Field(
+        None,
+        description="fork: its lineage and the tools/llm replay modes (docs/replay-and-compare.md)",
+        exclude_if=lambda value: value is None,
+    )
     max_live_workstreams: int | None = Field(
         None,
         ge=1,
@@ -308,6 +320,13 @@ class GraphRunInput(BaseModel):
     )
     budget: RunBudget | None = Field(
         None, description="caps on LLM tokens, tool calls and cost (docs/graphs/budgets.md)"
+    )
+    shared_state_max_bytes: int | None = Field(
+        None,
+        ge=1024,
+        description="most JSON bytes of shared state (and of context) after nodes' writes "
+        "(the gateway sets the shared_state_max_bytes setting; None: its default)",
+        exclude_if=lambda value: value is None,
     )
     expression_workflow_task_steps: int | None = Field(
         None,

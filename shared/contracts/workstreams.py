@@ -56,6 +56,7 @@ from spindle.shared.contracts.errors import (
     WorkstreamNotInteractive,
     WorkstreamStartFailed,
 )
+from spindle.shared.contracts.forks import CallReplay
 from spindle.shared.contracts.memory import ContextPolicy
 
 WORKSTREAM_WORKFLOW = "Workstream"
@@ -374,6 +375,11 @@ class WorkstreamInput(BaseModel):
     carry: WorkstreamCarry | None = None
     continue_as_new_after: int = Field(
         200, ge=1, description="iterations (LLM turns + tool calls) before continue-as-new"
+    )
+    replay: CallReplay | None = Field(
+        None,
+        description="the parent fork's recorded tools/LLM: the child replays them too",
+        exclude_if=lambda value: value is None,
     )
 
 

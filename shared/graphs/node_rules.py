@@ -182,3 +182,23 @@ def _tool_args_errors(node: NodeSpec, schema: dict[str, Any]) -> list[GraphError
         field = f"params.args.{path}" if path else "params.args"
         errors.append(graph_error(node.id, field, rule, message))
     return errors
+
+
+def item_agent_errors(params: dict[str, Any]) -> list[tuple[str, str]]:
+    """What a ``map``'s per-item ``agent`` cannot do, as (param, message) pairs.
+
+    An item's agent is one LLM loop inside its batch activity (docs/graphs/items.md):
+    it calls worker tools, but takes no user messages, starts no workstreams and
+    calls no MCP servers.
+    """
+    refused: list[tuple[str, str]] = []
+    if params.get("mcp_servers"):
+        refused.append(("mcp_servers", "an agent per item calls worker tools only, no MCP servers"))
+    if params.get("interactive") is True:
+        refused.append(("interactive", "an agent per item takes no user messages"))
+    tools = params.get("tools")
+    for name in tools if isinstance(tools, list) else []:
+        if name in WORKSTREAM_TOOLS:
+            message = f"an agent per item starts no workstreams: '{name}' is not offered per item"
+            refused.append(("tools", message))
+    return refused

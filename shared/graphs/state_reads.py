@@ -25,9 +25,10 @@ from spindle.shared.graphs.expressions import (
 )
 from spindle.shared.graphs.node_types import BUILTIN_NODE_TYPES, NodeTypeSpec, StateReads
 
-ALWAYS_READ = frozenset({"_previous", "meta", "context"})
-"""Keys every node gets: the last output, the propagated metadata (bounded) and the
-shared context (set once at the start, so its size does not grow with the run)."""
+ALWAYS_READ = frozenset({"_previous", "meta", "context", "state"})
+"""Keys every node gets: the last output, the propagated metadata (bounded), the
+shared context and the graph's shared state (both bounded by the
+``shared_state_max_bytes`` setting, so their size does not grow with the run)."""
 
 # Nodes whose children are all evaluated against the same context as the node.
 _SAME_CONTEXT = frozenset(

@@ -28,7 +28,9 @@ from spindle.shared.graphs.expressions import (
 )
 from spindle.shared.graphs.graph_errors import GraphError, graph_error, schema_errors
 from spindle.shared.graphs.loop_bounds import over_visit_cap
+from spindle.shared.graphs.node_rules import item_agent_errors
 from spindle.shared.graphs.node_types import BUILTIN_NODE_TYPES, RunKind
+from spindle.shared.graphs.payload_rules import payload_schema_faults, shared_state_faults
 from spindle.shared.graphs.structure import sound_edges, structure_errors
 
 
@@ -139,12 +141,22 @@ def _check_inline_node(
         known = ", ".join(sorted(catalog.node_types))
         message = f"unknown node type '{inline_type}' (known: {known})"
         return [graph_error(node.id, f"{where}.type", "unknown_node_type", message)]
-    if catalog.node_types[inline_type].runs != RunKind.ACTIVITY.value:
+    # An agent runs per item as its own LLM loop inside the batch (docs/graphs/items.md).
+    per_item = (
+        inline_type == "agent" or catalog.node_types[inline_type].runs == RunKind.ACTIVITY.value
+    )
+    if not per_item:
         message = (
-            f"a '{inline_type}' node cannot run per item: only node types that run "
-            "as an activity can (tool, router, output, plug-in types)"
+            f"a '{inline_type}' node cannot run per item: only agents and node types "
+            "that run as an activity can (agent, tool, router, output, plug-in types)"
         )
         return [graph_error(node.id, f"{where}.type", "not_per_item", message)]
+    if inline_type == "agent":
+        refused = item_agent_errors(value.get("params") or {})
+        if refused:
+            return [
+                graph_error(node.id, f"{where}.params.{k}", "not_per_item", m) for k, m in refused
+            ]
     try:
         inline = NodeSpec(
             id=node.id,
@@ -233,6 +245,7 @@ def graph_faults(
     errors = [_as_graph_error(problem) for problem in structure_errors(spec)]
     errors.extend(_check_routing(spec, catalog.node_types))
     errors.extend(_check_visit_cap(spec, max_node_visits))
+    errors.extend(payload_schema_faults(spec, catalog) + shared_state_faults(spec))
     for node in spec.nodes:
         if node.type in catalog.node_types:
             errors.extend(_check_node(spec, node, catalog))

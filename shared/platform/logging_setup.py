@@ -4,11 +4,14 @@
 (worker, gateway, CLI). Each record carries ``ts``, ``level``, ``logger``,
 ``message``, the ``traceId`` / ``spanId`` of the current OpenTelemetry span
 when there is one (JSON only) and, when known, the ``runId`` / ``nodeId`` /
-``nodeType`` of the node being executed: activities call :func:`bind_log_context` on entry and
+``nodeType`` (and the activity's ``attempt``) of the node being executed: activities call
+:func:`bind_log_context` on entry and
 the values live in a ``contextvars`` context, so concurrent activities of one
 worker never see each other's ids.
 
-A record may carry an optional ``payload`` extra
+A record may carry an optional ``fields`` extra (a dict merged into its JSON
+object, e.g. the ``event`` of a node's start/finish line,
+``spindle.worker.telemetry.node_logs``) and an optional ``payload`` extra
 (``log.info("…", extra={"payload": value})``): it is logged with keys that
 look like secrets masked and its JSON bounded to ``settings.log_payload_max_chars``.
 """
@@ -35,7 +38,7 @@ LogFormat = Literal["auto", "json", "text"]
 SECRET_KEY_PATTERNS = ("token", "secret", "password", "api_key", "apikey", "authorization")
 MASK = "***"
 
-_context: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar(
+_context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
     "spindle_log_context", default=None
 )
 
@@ -48,14 +51,20 @@ _RECORD_FIELDS = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dic
 
 
 def bind_log_context(
-    *, run_id: str | None = None, node_id: str | None = None, node_type: str | None = None
+    *,
+    run_id: str | None = None,
+    node_id: str | None = None,
+    node_type: str | None = None,
+    attempt: int | None = None,
 ) -> None:
     """Set the ids of the current task's log lines (None leaves a field unset)."""
-    values = {
+    values: dict[str, Any] = {
         key: value
         for key, value in (("runId", run_id), ("nodeId", node_id), ("nodeType", node_type))
         if value
     }
+    if attempt is not None:
+        values["attempt"] = attempt
     _context.set(values)
 
 
@@ -64,14 +73,16 @@ def bind_activity_log_context(*, node_id: str | None = None, node_type: str | No
     from temporalio import activity
 
     run_id: str | None = None
+    attempt: int | None = None
     try:
-        run_id = activity.info().workflow_id
+        info = activity.info()
+        run_id, attempt = info.workflow_id, info.attempt
     except RuntimeError:  # not inside an activity (direct calls in tests)
         run_id = None
-    bind_log_context(run_id=run_id, node_id=node_id, node_type=node_type)
+    bind_log_context(run_id=run_id, node_id=node_id, node_type=node_type, attempt=attempt)
 
 
-def log_context() -> dict[str, str]:
+def log_context() -> dict[str, Any]:
     """The ids bound in the current context."""
     return dict(_context.get() or {})
 
@@ -131,6 +142,9 @@ class JsonFormatter(logging.Formatter):
         }
         entry.update(_context.get() or {})
         entry.update(_trace_ids())
+        fields = record.__dict__.get("fields")
+        if isinstance(fields, dict):
+            entry.update({k: v for k, v in fields.items() if k not in entry})
         if "payload" in record.__dict__:
             entry["payload"] = payload_snapshot(
                 record.__dict__["payload"],
@@ -152,7 +166,7 @@ class TextFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         ids = _context.get() or {}
-        record.ids = f" [{' '.join(ids.values())}]" if ids else ""
+        record.ids = f" [{' '.join(str(v) for v in ids.values())}]" if ids else ""
         line = super().format(record)
         if "payload" in record.__dict__:
             snapshot = payload_snapshot(

@@ -11,16 +11,18 @@ Every process registers every metric, but each moves only those it sees:
 - worker: ``agent_runs_completed_total{outcome}``,
   ``agent_node_executions_total{nodeType,status}``,
   ``agent_node_duration_seconds{nodeType}``, ``agent_runs_inflight``,
-  ``agent_items_queue_length``, and the spend counters
+  ``agent_items_queue_length``, ``agent_prompts_pending``, and the spend counters
   ``agent_llm_tokens_total{tenant,graph,kind}``, ``agent_tool_calls_total{tenant,graph}``
   and ``agent_llm_cost_usd_total{tenant,graph}``.
 
-The two gauges are per worker process: ``agent_runs_inflight`` counts the runs
+The three gauges are per worker process: ``agent_runs_inflight`` counts the runs
 this process has executed a node of and not yet finished (a run whose finish
 runs on another worker stays counted here until the process restarts);
-``agent_items_queue_length`` counts the HITL prompts this process has asked
-and not yet seen answered (or their run finished) — the items waiting on a
-human. Sum them over workers for a fleet-wide view.
+``agent_items_queue_length`` counts the ``map`` items (seed 001's items) this
+process's batches hold and have not finished — waiting for a slot under the
+map's ``concurrency`` or running; ``agent_prompts_pending`` counts the HITL
+prompts this process has asked and not yet seen answered (or their run
+finished). Sum them over workers for a fleet-wide view.
 """
 
 from __future__ import annotations
@@ -77,6 +79,11 @@ RUNS_INFLIGHT = Gauge(
 )
 ITEMS_QUEUE_LENGTH = Gauge(
     "agent_items_queue_length",
+    "Map items this worker process's batches hold and have not finished (queued or running)",
+    registry=REGISTRY,
+)
+PROMPTS_PENDING = Gauge(
+    "agent_prompts_pending",
     "HITL prompts this worker process has asked and not yet seen answered",
     registry=REGISTRY,
 )
@@ -185,14 +192,24 @@ def tool_called(tenant: str, graph: str, count: int = 1) -> None:
 def prompt_asked(workflow_id: str, node_id: str) -> None:
     """A HITL prompt is waiting for its answer (idempotent under retries)."""
     _track(_pending_prompts, (workflow_id, node_id))
-    ITEMS_QUEUE_LENGTH.set(len(_pending_prompts))
+    PROMPTS_PENDING.set(len(_pending_prompts))
 
 
 def prompts_answered(workflow_id: str) -> None:
     """The run's pending prompt was answered, or the run ended (idempotent)."""
     for key in [k for k in _pending_prompts if k[0] == workflow_id]:
         del _pending_prompts[key]
-    ITEMS_QUEUE_LENGTH.set(len(_pending_prompts))
+    PROMPTS_PENDING.set(len(_pending_prompts))
+
+
+def items_queued(count: int) -> None:
+    """A map batch took ``count`` items to run (worker, ``run_item_batch``)."""
+    ITEMS_QUEUE_LENGTH.inc(count)
+
+
+def items_finished(count: int = 1) -> None:
+    """``count`` of a batch's items finished (answered or failed), or were dropped."""
+    ITEMS_QUEUE_LENGTH.dec(count)
 
 
 def run_finished(workflow_id: str, outcome: str) -> None:

@@ -148,6 +148,7 @@ from spindle.shared.store.archive_writes import (
     run_update,
     run_update_document,
 )
+from spindle.shared.store.call_records import ensure_call_record_indexes
 from spindle.shared.store.open_pages import PAGE_MAX_BYTES, PAGE_MAX_MESSAGES, OpenPages, PageState
 from spindle.shared.store.prompts import PromptStore
 from spindle.shared.store.run_document import (
@@ -156,9 +157,9 @@ from spindle.shared.store.run_document import (
     RunRecord,
     as_utc,
     normalise,
-    storable,
     utcnow,
 )
+from spindle.shared.store.run_queries import RunFilter, run_filter_query
 
 if TYPE_CHECKING:
     from pymongo.asynchronous.collection import AsyncCollection
@@ -226,6 +227,7 @@ class RunArchive:
         )
         await self.run_trace_coll.create_index([("streamId", ASCENDING)], name="stream")
         await PromptStore(self._db).ensure_indexes()
+        await ensure_call_record_indexes(self)
 
     async def close(self) -> None:
         await self._client.close()
@@ -300,7 +302,7 @@ class RunArchive:
         doc = record.to_document()
         progress = {k: doc.pop(k) for k in PROGRESS_KEYS if k in doc}
         progress["created_at"] = doc.pop("created_at")
-        for key in ("traceId", "traceparent"):
+        for key in ("traceId", "traceparent", "conversation_id"):
             if doc.get(key) is None:
                 doc.pop(key, None)  # never unset what a traced worker recorded
         doc_id = doc.pop("_id")
@@ -344,15 +346,15 @@ class RunArchive:
         graph_name: str | None = None,
         limit: int = 50,
         offset: int = 0,
+        where: RunFilter | None = None,
     ) -> tuple[list[RunRecord], int]:
-        """Runs matching every given filter, newest first, and how many match in all."""
-        query: dict[str, Any] = {}
-        if tenant_id is not None:
-            query["tenant_id"] = tenant_id
-        if status is not None:
-            query["status"] = storable(status)
-        if graph_name is not None:
-            query["graph_name"] = graph_name
+        """Runs matching every given filter (``where``'s too), newest first, and how many
+        match in all."""
+        given = {"tenant_id": tenant_id, "status": status, "graph_name": graph_name}
+        where = (where or RunFilter()).model_copy(
+            update={k: v for k, v in given.items() if v is not None}
+        )
+        query = run_filter_query(where)
         total = await self.runs.count_documents(query)
         cursor = (
             self.runs.find(query, NOT_PORT_DATA)

@@ -32,9 +32,9 @@ DUPLICATE_KEY = 11000
 MESSAGE_PAGES = "message_pages"
 NODE_REPORT_PAGES = "node_report_pages"
 # Collections whose writes in one bulk touch distinct documents and are inserted
-# once (a second insert is a duplicate-key error, ignored) or set fields that
+# once (a second insert is a duplicate-key error, ignored: call records too) or set fields that
 # mean the same each time (open pages): bulks to them need no order.
-UNORDERED = frozenset({"messages", MESSAGE_PAGES, NODE_REPORT_PAGES})
+UNORDERED = frozenset({"messages", MESSAGE_PAGES, NODE_REPORT_PAGES, "call_records"})
 
 # Strings: subscripting pymongo's generic requests at import time touches a lock
 # the workflow sandbox restricts (this module is imported there too).

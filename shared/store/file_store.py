@@ -357,6 +357,25 @@ class FileStore:
             return _stored(doc)
         raise NotFound(f"file '{name}' not found in run '{workflow_id}'")
 
+    async def delete(self, *, tenant_id: str, workflow_id: str, name: str) -> StoredFile:
+        """Remove every version of a file; the newest is returned (what was removed).
+
+        Header first, then chunks: a reader already streaming it gets
+        ``BlobIncomplete``, a later ``get`` a ``NotFound``.
+
+        Raises:
+            NotFound: no such file for this tenant and run.
+        """
+        stored = await self.get(tenant_id=tenant_id, workflow_id=workflow_id, name=name)
+        cursor = self.files.find(
+            {"tenant_id": tenant_id, "workflow_id": workflow_id, "name": stored.name},
+            projection={"_id": 1},
+        )
+        for file_id in [doc["_id"] async for doc in cursor]:
+            await self.files.delete_one({"_id": file_id})
+            await self.chunks.delete(file_id)
+        return stored
+
     async def open(self, stored: StoredFile) -> AsyncIterator[bytes]:
         """The file's content, chunk by chunk.
 

@@ -125,6 +125,13 @@ class RunRecord(BaseModel):
     # status, kept after Temporal forgets the run (docs/graphs/long-runs.md).
     generations: int | None = None
     node_counts: dict[str, int] | None = None
+    # The conversation a run belongs to (POST /runs conversation_id): the run list's
+    # filter; None for runs of no conversation and runs archived before it was kept.
+    conversation_id: str | None = None
+    # A fork's lineage (shared.contracts.forks.ReplaySource: source run, from_node,
+    # overrides, graph, replay modes), written at its start: GET /runs/{id}'s
+    # forked_from and the run list's forked_from filter (docs/replay-and-compare.md).
+    forked_from: dict[str, Any] | None = None
 
     @field_validator("created_at", "updated_at")
     @classmethod

@@ -2,9 +2,10 @@
 
 ::
 
-    spindle archive prune --older-than-days N [--dry-run]
+    spindle archive prune [--older-than-days N] [--dry-run]
 
-Deletes runs created more than N days ago together with their stream's messages,
+Deletes runs created more than N days ago (default: the ``archive_retention_days``
+setting) together with their stream's messages,
 their node reports, their NodeMessage trace and their map item pages (and any item
 page stored more than N days ago), and prints how many of each.
 pymongo is imported when the command runs, not when ``spindle`` builds its parser.
@@ -34,7 +35,8 @@ def add_archive_command(commands: argparse._SubParsersAction[argparse.ArgumentPa
         "prune",
         help="delete runs older than N days with their messages, reports, trace, item pages",
         description=described(
-            "Delete runs created more than N days ago with their messages, node reports, "
+            "Delete runs created more than N days ago (default: the archive_retention_days "
+            "setting) with their messages, node reports, "
             "NodeMessage trace and map item pages (and any item page stored more than N "
             "days ago), and print how many of each.",
             MONGO_DIRECT,
@@ -43,9 +45,10 @@ def add_archive_command(commands: argparse._SubParsersAction[argparse.ArgumentPa
     prune.add_argument(
         "--older-than-days",
         type=_non_negative,
-        required=True,
+        default=None,
         metavar="N",
-        help="delete runs created more than N days ago (fractions allowed)",
+        help="delete runs created more than N days ago (fractions allowed; default: "
+        "the archive_retention_days setting, SPINDLE_ARCHIVE_RETENTION_DAYS)",
     )
     prune.add_argument("--dry-run", action="store_true", help="only count what would be deleted")
     prune.set_defaults(handler=_cmd_prune)
@@ -61,12 +64,15 @@ def _non_negative(text: str) -> float:
     return value
 
 
-async def _prune(days: float, dry_run: bool) -> PruneCounts:
+async def _prune(days: float | None, dry_run: bool) -> PruneCounts:
     from spindle.cli.archive_retention import cutoff_for, prune_runs
     from spindle.cli.stack_settings import cli_settings
     from spindle.shared.store.archive import RunArchive
 
-    archive = RunArchive.from_settings(cli_settings())
+    settings = cli_settings()
+    if days is None:
+        days = settings.archive_retention_days
+    archive = RunArchive.from_settings(settings)
     try:
         return await prune_runs(archive, older_than=cutoff_for(days), dry_run=dry_run)
     finally:

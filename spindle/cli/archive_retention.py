@@ -1,6 +1,10 @@
 """Archive retention: delete runs older than a cut-off with their messages, node
-reports and NodeMessage trace, and the map item pages (``item_blobs``) of those
+reports, NodeMessage trace and recorded calls, and the map item pages (``item_blobs``) of those
 runs and of any run stored before the cut-off.
+
+The cut-off is the ``archive_retention_days`` setting unless given: for that
+long every stream resumes from any cursor, and an older cursor gets an explicit
+CURSOR_EXPIRED answer (docs/streaming/gap-free.md#retention).
 
 Works on MongoDB and on the nx-27017 wire server alike: only ``find`` with a
 range on ``created_at`` (a real date: it is written on insert), and
@@ -9,11 +13,13 @@ range on ``created_at`` (a real date: it is written on insert), and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from spindle.shared.store.archive import page_messages, utcnow
+from spindle.shared.store.call_records import CALL_RECORDS
 from spindle.shared.store.item_pages import ItemStore
 
 if TYPE_CHECKING:
@@ -41,7 +47,11 @@ def cutoff_for(days: float) -> datetime:
 
 
 async def prune_runs(
-    archive: RunArchive, *, older_than: datetime, dry_run: bool = False
+    archive: RunArchive,
+    *,
+    older_than: datetime,
+    dry_run: bool = False,
+    workflow_ids: Sequence[str] | None = None,
 ) -> PruneCounts:
     """Delete runs created before ``older_than``, with their messages, node reports,
     NodeMessage trace (``run_trace``) and map item pages.
@@ -53,8 +63,12 @@ async def prune_runs(
         archive: the archive to prune.
         older_than: runs created strictly before this (aware UTC) are deleted.
         dry_run: count what would be deleted, delete nothing.
+        workflow_ids: only these runs (and their item pages, whenever stored).
     """
-    cursor = archive.runs.find({"created_at": {"$lt": older_than}}, {"_id": 1})
+    query: dict[str, Any] = {"created_at": {"$lt": older_than}}
+    if workflow_ids is not None:
+        query["_id"] = {"$in": list(workflow_ids)}
+    cursor = archive.runs.find(query, {"_id": 1})
     ids = [str(doc["_id"]) async for doc in cursor]
     runs = messages = reports = traced = 0
     for start in range(0, len(ids), PRUNE_BATCH):
@@ -84,11 +98,15 @@ async def prune_runs(
             reports += await _paged_reports(archive, query)
             await archive.node_report_pages.delete_many(query)
         traced += (await archive.run_trace_coll.delete_many(by_trace_stream)).deleted_count
+        # Recorded tool calls and LLM turns (recorded replay) go with their run.
+        await archive.database[CALL_RECORDS].delete_many(by_workflow)
         runs += (await archive.runs.delete_many({"_id": {"$in": batch}})).deleted_count
     # Map item pages: those of the runs above, and any stored before the cut-off
     # (a run that was never archived leaves pages too).
+    # With ``workflow_ids``, only those runs' pages: no cut-off for the others.
+    stored_before = older_than if workflow_ids is None else datetime.min.replace(tzinfo=UTC)
     pages = await ItemStore(archive.database).prune(
-        stored_before=older_than, workflow_ids=ids, dry_run=dry_run
+        stored_before=stored_before, workflow_ids=ids, dry_run=dry_run
     )
     return PruneCounts(
         runs=runs,

@@ -115,6 +115,57 @@ def render_node_params() -> str:
     return "\n".join(parts) + "\n"
 
 
+TOOL_CONTEXT_SECTIONS = (
+    "## Tool context",
+    "",
+    "A tool that declares a parameter of type `ToolContext` (`from spindle.nodes import",
+    "ToolContext`; any name, e.g. `ctx: ToolContext`) is given the call's context; the",
+    "parameter is no argument (it is not in the tool's JSON Schema, so the model never",
+    "sees it). Its fields: `tenant_id`, `user_id` (who started the run; null for a",
+    "scheduled run), `run_id` (the run's workflow id), `node_id` and `node_type` (the",
+    "`agent`, `tool` node or `map` that called it), `graph_name`, `workstream_id`,",
+    "`context` (the run's context) and `meta` (the metadata the node received). A node",
+    "type reads the same from its `NodeContext`: `ctx.tenant_id`, `ctx.user_id`,",
+    "`ctx.run_id`, `ctx.node_id`, `ctx.context`.",
+    "",
+    "```python",
+    "from spindle.nodes import ToolContext, tool",
+    "",
+    "",
+    "@tool",
+    'def my_orders(ctx: ToolContext, status: str = "open") -> list[dict]:',
+    '    """The calling user\'s orders.',
+    "",
+    "    Args:",
+    "        status: which orders.",
+    '    """',
+    "    return orders_of(ctx.tenant_id, ctx.user_id, status)",
+    "```",
+    "",
+    "An agent node adds `agentId` (its node id) and `tenantId` to the run's `meta`, so",
+    "the nodes after it (and their tools, in `meta`) see which agent answered.",
+    "",
+    "## Null arguments",
+    "",
+    "Arguments whose value is `null` are dropped before the arguments are validated,",
+    "from a model's tool call and from a `tool` node's `args` alike: `{\"limit\": null}`",
+    'means "the default" for an optional argument, and "missing" for a required one',
+    "(the call fails naming it: `Field required`). To pass null on purpose, give the",
+    "argument a null default (`x: str | None = None`).",
+    "",
+    "## Plans",
+    "",
+    "An agent offered `update_plan` (`params.tools`) shows the user its plan: each call",
+    "posts a PLAN (type 2) message with the whole task list, and each new call replaces",
+    'the last. Its details (`d`): `{"node_id", "source": "update_plan", "tasks":',
+    '[{"title", "status"}], "explanation"}`, `status` one of `pending`,',
+    "`in_progress`, `done` (`PlanDetails` in `spindle.shared.contracts.messages`); its",
+    "text says how many tasks are done. The web page and `spindle chat` show the tasks",
+    "with their status. A call gives 1 to 50 tasks; a `tool` node may call it too; an",
+    "[agent per item](items.md#an-agent-per-item) posts nothing.",
+)
+
+
 def render_tools() -> str:
     """The built-in tools page."""
     tools = [t for t in build_catalog().tools.values() if t.source == "builtin"]
@@ -127,8 +178,12 @@ def render_tools() -> str:
         "(`params.tools`). `GET /tools` lists every tool the workers offer, plug-ins",
         "(entry point `spindle.tools`) included, each with the JSON Schema of its",
         "arguments ([API](../api/index.md#tools)). An agent's MCP servers",
-        "(`params.mcp_servers`) add their own tools as `<server>__<tool>`, listed by the",
-        "worker when the agent runs ([Node types](node-types.md#mcp-servers)).",
+        "(`params.mcp_servers`) add their own tools as `<server>__<tool>`",
+        "([Node types](node-types.md#mcp-servers)); `GET /tools?graph=<name>` lists them",
+        "with their server, and reports each server that cannot be reached",
+        "([API](../api/index.md#tools)).",
+        "",
+        *TOOL_CONTEXT_SECTIONS,
         "",
         "## Built-in tools",
     ]
@@ -142,7 +197,8 @@ def render_tools() -> str:
             )
             default = "**required**" if arg in required else f"`{json.dumps(prop.get('default'))}`"
             meaning = _cell(prop.get("description", ""))
-            rows.append(f"| `{arg}` | `{kind or 'any'}` | {default} | {meaning} |")
+            kind = (kind or "any").replace("|", "\\|")  # a union must not split the row
+            rows.append(f"| `{arg}` | `{kind}` | {default} | {meaning} |")
         parts += [
             "",
             f"### `{tool.name}`",

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import mimetypes
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,9 @@ from spindle.client.models import (
 from spindle.client.stream import AfterHistory, MessageCursor, MessageStream, run_path
 from spindle.client.transport import segment
 from spindle.client.workstream_calls import WorkstreamCalls
+from spindle.shared.contracts.compare import RunComparison
+from spindle.shared.contracts.forks import ForkRequest
+from spindle.shared.contracts.graph_spec import GraphSpec
 from spindle.shared.contracts.runs import SignalAck, UserInput
 
 
@@ -107,14 +111,93 @@ class AsyncSpindleClient(ConversationCalls, WorkstreamCalls, MemoryCalls):
         graph: str | None = None,
         limit: int = 50,
         offset: int = 0,
+        forked_from: str | None = None,
+        id_contains: str | None = None,
+        conversation: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
     ) -> RunPage:
-        """The caller's tenant's runs, newest first."""
+        """The caller's tenant's runs, newest first, a page at a time.
+
+        Args:
+            status: only runs in this status.
+            graph: only runs of this graph (exact name).
+            limit: runs per page (at most 500).
+            offset: runs to skip.
+            forked_from: only forks of this run (its workflow id).
+            id_contains: only runs whose workflow id contains this text (any case).
+            conversation: only runs started with this ``conversation_id``.
+            created_after: only runs created at or after this time (timezone-aware).
+            created_before: only runs created before this time (timezone-aware).
+        """
         params: dict[str, Any] = {"limit": limit, "offset": offset}
-        if status is not None:
-            params["status"] = status
-        if graph is not None:
-            params["graph"] = graph
+        optional = {
+            "status": status,
+            "graph": graph,
+            "forked_from": forked_from,
+            "id": id_contains,
+            "conversation": conversation,
+            "created_after": created_after.isoformat() if created_after else None,
+            "created_before": created_before.isoformat() if created_before else None,
+        }
+        params.update({key: value for key, value in optional.items() if value is not None})
         return await self._model(RunPage, "GET", "/runs", params=params)
+
+    async def fork_run(
+        self, run: RunRef, request: ForkRequest | None = None, **fields: Any
+    ) -> StartedRun:
+        """Fork a run (``POST /runs/{id}/fork``; docs/replay-and-compare.md).
+
+        Args:
+            run: the source run.
+            request: what to change; or its fields as keyword arguments
+                (``from_node``, ``state``, ``input``, ``graph``, ``version``,
+                ``graph_spec``, ``overrides``, ``tools``, ``llm``, ``on_miss``).
+                Neither: a whole live replay with the source's graph.
+
+        Raises:
+            ValidationError: an unknown node, an invalid candidate graph or input.
+            ConflictError: nothing recorded to reuse, or not the graph version asked for.
+        """
+        workflow_id, _ = run_ids(run)
+        body = request or ForkRequest.model_validate(fields)
+        return await self._model(
+            StartedRun,
+            "POST",
+            f"/runs/{segment(workflow_id)}/fork",
+            json=body.model_dump(mode="json", exclude_unset=True),
+        )
+
+    async def compare_runs(self, a: RunRef, b: RunRef) -> RunComparison:
+        """Compare two related runs (``GET /runs/{a}/compare/{b}``).
+
+        Raises:
+            ConflictError: the runs are of unrelated graphs.
+            NotFoundError: either run is unknown to the caller.
+        """
+        first, _ = run_ids(a)
+        second, _ = run_ids(b)
+        path = f"/runs/{segment(first)}/compare/{segment(second)}"
+        return await self._model(RunComparison, "GET", path)
+
+    async def register_graph(self, spec: GraphSpec | dict[str, Any]) -> GraphSpec:
+        """Register or replace a graph (``PUT /graphs/{name}``; docs/graphs/builder.md).
+
+        Args:
+            spec: the graph, as a ``GraphSpec`` (e.g. ``spindle.graphs.Graph.build()``)
+                or a plain document with a ``name``.
+
+        Raises:
+            ValidationError: the gateway refused the graph, naming every fault.
+            ForbiddenError: the caller has no role in ``graph_write_roles``.
+        """
+        document = (
+            spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+            if isinstance(spec, GraphSpec)
+            else dict(spec)
+        )
+        name = str(document.get("name", ""))
+        return await self._model(GraphSpec, "PUT", f"/graphs/{segment(name)}", json=document)
 
     async def get_run(self, run: RunRef) -> RunInfo:
         """Describe a run: status, current nodes, pending input, node reports."""

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from spindle.shared.contracts.budgets import BudgetState
+from spindle.shared.contracts.forks import ReplaySource
 from spindle.shared.contracts.messages import (
     AgentMessage,
     AgentMessageType,
@@ -98,6 +99,10 @@ class RunSummary(_Answer):
     """Node executions by status over the whole run, recorded when it ended."""
     budget: dict[str, Any] | None = None
     """The run's budget (limits, usage, exhausted) as recorded when it ended."""
+    conversation_id: str | None = None
+    """The conversation the run belongs to; None: of none (or archived before it was kept)."""
+    forked_from: dict[str, Any] | None = None
+    """A fork's lineage (source ``workflow_id``, ``from_node``, ``overrides``, ``graph``, ...)."""
 
 
 class RunPage(_Answer):
@@ -161,6 +166,8 @@ class RunInfo(_Answer):
     ended_by: EndedBy | None = None
     """Who or what ended a run that did not complete, and why."""
     history: HistoryBudget | None = None
+    forked_from: ReplaySource | None = None
+    """A fork: the run it came from, from_node, overrides, graph, replay modes."""
     temporal_ui_url: str | None = None
     stream_url: str | None = None
     updates_url: str | None = None

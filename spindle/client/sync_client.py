@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Coroutine, Iterator
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -33,6 +34,9 @@ from spindle.client.models import (
     UploadedFile,
 )
 from spindle.client.stream import MessageStream
+from spindle.shared.contracts.compare import RunComparison
+from spindle.shared.contracts.forks import ForkRequest
+from spindle.shared.contracts.graph_spec import GraphSpec
 from spindle.shared.contracts.runs import CompleteAck, SignalAck
 from spindle.shared.contracts.workstreams import (
     LaunchAck,
@@ -180,11 +184,40 @@ class SpindleClient:
         graph: str | None = None,
         limit: int = 50,
         offset: int = 0,
+        forked_from: str | None = None,
+        id_contains: str | None = None,
+        conversation: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
     ) -> RunPage:
         """See ``AsyncSpindleClient.list_runs``."""
         return self._loop.run(
-            self.aio.list_runs(status=status, graph=graph, limit=limit, offset=offset)
+            self.aio.list_runs(
+                status=status,
+                graph=graph,
+                limit=limit,
+                offset=offset,
+                forked_from=forked_from,
+                id_contains=id_contains,
+                conversation=conversation,
+                created_after=created_after,
+                created_before=created_before,
+            )
         )
+
+    def fork_run(
+        self, run: RunRef, request: ForkRequest | None = None, **fields: Any
+    ) -> StartedRun:
+        """See ``AsyncSpindleClient.fork_run``."""
+        return self._loop.run(self.aio.fork_run(run, request, **fields))
+
+    def compare_runs(self, a: RunRef, b: RunRef) -> RunComparison:
+        """See ``AsyncSpindleClient.compare_runs``."""
+        return self._loop.run(self.aio.compare_runs(a, b))
+
+    def register_graph(self, spec: GraphSpec | dict[str, Any]) -> GraphSpec:
+        """See ``AsyncSpindleClient.register_graph``."""
+        return self._loop.run(self.aio.register_graph(spec))
 
     def get_run(self, run: RunRef) -> RunInfo:
         """See ``AsyncSpindleClient.get_run``."""

@@ -2,7 +2,8 @@
 
     .venv/bin/python -m tests.bench.run
         [--only nodes|sse|updates|load|workstreams|jsonrpc|telemetry|scale|tokens|browser|redis
-                |history|items|budgets|hitl|fanout|wfstreams|throughput|chat] [--history-nodes 5000]
+                |history|items|budgets|hitl|fanout|wfstreams|throughput|chat|replay|evaluations]
+        [--history-nodes 5000]
         [--items 10000]
         [--budget-turns 40] [--hitl-answers 20] [--chat-messages 10000]
         [--items-concurrency 16]
@@ -68,6 +69,11 @@ loopback ports, then prints (each section, or those chosen with ``--only``):
   Redis relay to 1,000 subscribers, p50/p99 (see ``tests.bench.fanout``).
 - ``wfstreams``: ``temporalio.contrib.workflow_streams`` vs Spindle's stream at 1,
   10 and 100 subscribers (see ``tests.bench.workflow_streams``), bounded in time.
+- ``replay``: a recorded fork (``tools`` and ``llm`` recorded) of a ``--nodes`` chain of
+  tool nodes against its live run, per node and as a ratio, with the fork's tool
+  executions (see ``tests.bench.replay``).
+- ``evaluations``: an evaluation's runs per second over ``--evaluation-runs`` archived
+  runs, recorded tools (see ``tests.bench.evaluations``).
 
 Figures are printed and written to ``test-artifacts/bench.json``; nothing here
 asserts a time (speed is reported, never tested), except that the load run must
@@ -78,7 +84,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import statistics
 import sys
@@ -87,17 +92,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import httpx
-import redis.asyncio as aioredis
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from spindle.shared.bus.message_bus import MessageBus, live_channel
-from spindle.shared.contracts.messages import (
-    AgentMessageType,
-    CompactMessage,
-    create_compact_message,
-)
+from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.runs import GRAPH_RUN_WORKFLOW, GraphRunInput, GraphRunResult
 from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunArchive
@@ -105,14 +103,13 @@ from spindle.shared.temporal.converter import data_converter
 from tests.bench.browser_latency import bench_browser_latency
 from tests.bench.budgets import bench_budgets
 from tests.bench.chat import bench_chat
+from tests.bench.evaluations import bench_evaluations
 from tests.bench.fanout import bench_fanout
 from tests.bench.floor import (
     BareActivities,
     NoopBatch,
-    PubSubFloor,
     SandboxedBareActivities,
     bench_noop,
-    next_message,
 )
 from tests.bench.history import bench_history
 from tests.bench.hitl import bench_hitl
@@ -121,7 +118,9 @@ from tests.bench.jsonrpc import bench_jsonrpc
 from tests.bench.load import LOAD_INPUTS, LoadBudgetExceeded, LoadErrors, LoadOptions, bench_load
 from tests.bench.node_cost import archived_documents, archiving, bench_throughput, mongo_writes
 from tests.bench.redis_topologies import bench_redis_topologies
+from tests.bench.replay import bench_replay
 from tests.bench.scale import ScaleBudgetExceeded, ScaleOptions, bench_scale
+from tests.bench.sse import bench_sse
 from tests.bench.stack import bench_stack
 from tests.bench.telemetry import bench_telemetry
 from tests.bench.tokens import bench_tokens
@@ -154,6 +153,8 @@ SECTIONS = (
     "wfstreams",
     "throughput",
     "chat",
+    "replay",
+    "evaluations",
 )
 
 
@@ -263,108 +264,6 @@ async def bench_nodes(
         "node_cpu_ratio": round(node_cpu / bare_cpu, 2),
         "mongo_documents_per_node": round(docs / (repeat * nodes), 2),
         "mongo_write_commands_per_node": round(commands / (repeat * nodes), 2),
-    }
-
-
-class PostWithoutGateway:
-    """``MessageBus.post`` → a redis-py subscriber of the stream's live channel,
-    with no gateway between: what the post (its script stores, sequences and
-    publishes) costs before the gateway's hop. Sampled between the SSE samples
-    and their floor's, on a stream of its own that no viewer watches."""
-
-    def __init__(self, settings: Settings, bus: MessageBus) -> None:
-        self._bus = bus
-        self._stream_id = f"bench-post-{uuid.uuid4().hex}"
-        self._sub = aioredis.Redis.from_url(settings.redis_url)
-        self._pubsub = self._sub.pubsub()
-
-    async def open(self) -> None:
-        await self._pubsub.subscribe(live_channel(self._stream_id))
-        await self._pubsub.get_message(timeout=5)  # the subscribe confirmation
-
-    async def sample(self, message: CompactMessage) -> float:
-        """One post → receive latency, ms."""
-        start = time.perf_counter()
-        await self._bus.post(self._stream_id, message)
-        await next_message(self._pubsub)
-        return (time.perf_counter() - start) * 1000
-
-    async def close(self) -> None:
-        await self._pubsub.aclose()
-        await self._sub.aclose()
-        await self._bus.delete_stream(self._stream_id)
-
-
-async def bench_sse(settings: Settings, base_url: str, messages: int) -> dict[str, Any]:
-    bus = MessageBus.from_settings(settings)
-    stream_id = f"bench-sse-{uuid.uuid4().hex}"
-    await bus.set_meta(stream_id, {"run_id": "bench", "tenant_id": "default", "graph": "bench"})
-    await bus.post(stream_id, create_compact_message(AgentMessageType.SYSTEM, "open"))
-    latencies: list[float] = []
-    floor: list[float] = []
-    posts: list[float] = []
-    text = "progress " * 28  # ~250 characters: a typical UPDATE
-    async with (
-        httpx.AsyncClient(timeout=30) as http,
-        http.stream(
-            "GET", f"{base_url}/runs/{stream_id}/bench/stream", params={"skipHistory": "true"}
-        ) as resp,
-    ):
-        resp.raise_for_status()
-        lines = resp.aiter_lines()
-        # First confirm the stream is live: the gateway subscribes before replaying.
-        await bus.post(stream_id, create_compact_message(AgentMessageType.SYSTEM, "ready"))
-        async for line in lines:
-            if line.startswith("data:") and "ready" in line:
-                break
-        # Interleaved with its floor, message by message, and with this process's
-        # collector off: a pause of the bench client's own would land on one side.
-        floor_pair = PubSubFloor(settings.redis_url)
-        await floor_pair.open()
-        post_only = PostWithoutGateway(settings, bus)
-        await post_only.open()
-        gc.collect()
-        gc.disable()
-        try:
-            for i in range(messages):
-                floor.append(await floor_pair.sample())
-                posts.append(
-                    await post_only.sample(
-                        create_compact_message(AgentMessageType.UPDATE, text, details={"step": i})
-                    )
-                )
-                start = time.perf_counter()
-                await bus.post(
-                    stream_id,
-                    create_compact_message(AgentMessageType.UPDATE, text, details={"step": i}),
-                )
-                async for line in lines:
-                    if line.startswith("data:"):
-                        break
-                latencies.append((time.perf_counter() - start) * 1000)
-        finally:
-            gc.enable()
-            await floor_pair.close()
-            await post_only.close()
-    await bus.delete_stream(stream_id)
-    await bus.close()
-    p50, p99 = pct(latencies, 0.5), pct(latencies, 0.99)
-    f50, f99 = pct(floor, 0.5), pct(floor, 0.99)
-    o50, o99 = pct(posts, 0.5), pct(posts, 0.99)
-    return {
-        "messages": messages,
-        "sse_p50_ms": round(p50, 3),
-        "sse_p99_ms": round(p99, 3),
-        "redis_pubsub_p50_ms": round(f50, 3),
-        "redis_pubsub_p99_ms": round(f99, 3),
-        "p50_ratio": round(p50 / f50, 2),
-        "p99_ratio": round(p99 / f99, 2),
-        # The post alone (no gateway), against the same floor: what of the
-        # ratio is the post's script rather than the gateway's hop.
-        "post_pubsub_p50_ms": round(o50, 3),
-        "post_pubsub_p99_ms": round(o99, 3),
-        "post_p50_ratio": round(o50 / f50, 2),
-        "post_p99_ratio": round(o99 / f99, 2),
     }
 
 
@@ -482,6 +381,14 @@ async def _workflow_sections(
         )
     if "chat" in chosen:
         results["chat"] = await bench_chat(client, settings, messages=args.chat_messages)
+    if "replay" in chosen:
+        results["recorded_replay"] = await bench_replay(
+            client, settings, nodes=args.nodes, repeat=args.repeat
+        )
+    if "evaluations" in chosen:
+        results["evaluation_runs_per_second"] = await bench_evaluations(
+            client, settings, runs=args.evaluation_runs
+        )
     return results
 
 
@@ -500,6 +407,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=300)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--load-runs", type=int, default=200, help="runs of the load section")
+    parser.add_argument("--evaluation-runs", type=int, default=200, help="evaluations section")
     parser.add_argument(
         "--load-concurrency", type=int, default=0, help="runs in flight at once (default: all)"
     )

@@ -15,7 +15,13 @@ import pytest
 from playwright.async_api import Route, expect
 
 from spindle.shared.bus.message_bus import MessageBus
-from spindle.shared.contracts.messages import AgentMessageType, create_compact_message
+from spindle.shared.contracts.messages import (
+    AgentMessageType,
+    PlanDetails,
+    PlanTask,
+    create_compact_message,
+)
+from spindle.worker.tools.plans import plan_text
 from tests.browser.conftest import OpenPage, start_run
 from tests.e2e.conftest import SpindleStack
 
@@ -110,8 +116,20 @@ async def test_tokens_stream_then_the_form_takes_an_answer(
     await form.get_by_label("Comment").fill("clear enough")
     await form.get_by_role("button", name="Send answer").click()
     await expect(form.locator(".answered-note")).to_be_visible()
-    await expect(page.locator("li.msg-question")).to_contain_text('"score":4')
-    await expect(page.locator("li.msg-complete")).to_be_visible()
+    # The YOU echo shows the answer's fields, not the raw JSON the run received.
+    question = page.locator("li.msg-question")
+    await expect(question.locator("dl.answer-fields dt")).to_have_text(
+        ["verdict", "score", "follow_up", "comment"]
+    )
+    await expect(question.locator("dl.answer-fields dd")).to_have_text(
+        ["useful", "4", "true", "clear enough"]
+    )
+    assert "{" not in await question.inner_text()
+    # COMPLETE shows the run's structured output as pretty JSON, in a <details>.
+    complete = page.locator("li.msg-complete")
+    await expect(complete.locator("details.json-view pre")).to_contain_text('"verdict": "useful"')
+    await expect(complete.locator("details.json-view summary")).to_contain_text("Output (JSON")
+    assert "\\n" not in await complete.inner_text()
     await expect(page.locator("#run-state")).to_have_attribute("data-state", "ended")
     await expect(page.locator("li.msg-answer").last).to_contain_text("Rated useful")
     await ui.screenshot("conversation-complete")
@@ -291,3 +309,103 @@ async def test_each_kind_of_message_has_its_own_look(ui: OpenPage, bus: MessageB
     )
     assert len(set(colours)) >= 6, colours  # told apart at a glance, not only by label
     await ui.screenshot("conversation-message-types")
+
+
+async def test_update_plan_shows_as_a_checklist_that_updates_in_place(
+    ui: OpenPage, bus: MessageBus
+) -> None:
+    page = ui.page
+    workflow_id, _ = await start_run(page, "Plan it")
+    await page.locator("li.msg-request-input form").wait_for()
+
+    def plan(tasks: list[tuple[str, str]], explanation: str | None = None) -> Any:
+        # What update_plan posts (shared.contracts.messages.PlanDetails).
+        details = PlanDetails(
+            node_id="assistant",
+            tasks=[PlanTask(title=title, status=status) for title, status in tasks],  # type: ignore[arg-type]
+            explanation=explanation,
+        )
+        text = plan_text(details.tasks, explanation)
+        return create_compact_message(
+            AgentMessageType.PLAN, text, details=details.model_dump(exclude_none=True)
+        )
+
+    await bus.post(workflow_id, plan([("Read the notes", "in_progress"), ("Draft", "pending")]))
+    plans = page.locator("li.msg-plan")
+    await expect(plans.locator("ol.checklist li")).to_have_text(["Read the notes", "Draft"])
+    await bus.post(
+        workflow_id,
+        plan(
+            [("Read the notes", "done"), ("Draft", "in_progress"), ("Review", "pending")],
+            "Notes read.",
+        ),
+    )
+    tasks = plans.locator("ol.checklist li")
+    await expect(tasks).to_have_text(["Read the notes", "Draft", "Review"])
+    await expect(plans).to_have_count(1)  # the newer plan replaced the older one
+    await expect(plans.locator(".body")).to_contain_text("Plan: 1 of 3 tasks done. Notes read.")
+    boxes = tasks.locator("input[type=checkbox]")
+    assert await boxes.evaluate_all("bs => bs.map((b) => [b.checked, b.indeterminate])") == [
+        [True, False],
+        [False, True],
+        [False, False],
+    ]
+    await expect(boxes.first).to_be_disabled()
+    await expect(tasks.nth(0)).to_have_attribute("data-status", "done")
+    await expect(boxes.nth(1)).to_have_attribute("aria-label", "in progress")
+    await ui.screenshot("conversation-plan")
+
+
+async def test_the_header_stays_while_200_messages_scroll_in_their_pane(
+    ui: OpenPage, bus: MessageBus
+) -> None:
+    page = ui.page
+    await page.set_viewport_size({"width": 1280, "height": 800})
+    workflow_id, _ = await start_run(page, "Talk a lot")
+    await page.locator("li.msg-request-input form").wait_for()
+    await bus.post_many(
+        workflow_id,
+        [
+            (create_compact_message(AgentMessageType.UPDATE, f"step {n} of 200"), None)
+            for n in range(1, 201)
+        ],
+    )
+    last = page.locator("li.msg-update", has_text="step 200 of 200")
+    await expect(last).to_be_in_viewport()  # the pane follows new messages
+    pane = page.locator("#messages")
+    await pane.hover()
+    await page.mouse.wheel(0, -5000)
+    await expect(page.locator("li.msg-update", has_text="step 200 of 200")).not_to_be_in_viewport()
+    sizes = await page.evaluate(
+        """() => ({page: document.scrollingElement.scrollHeight, window: innerHeight,
+                   scrolled: scrollY, pane: document.getElementById('messages').scrollTop})"""
+    )
+    assert sizes["page"] <= sizes["window"] and sizes["scrolled"] == 0, sizes
+    header = await page.locator("header.topbar").bounding_box()
+    assert header is not None and header["y"] == 0, header
+    await expect(page.locator("header.topbar")).to_be_in_viewport()
+    await expect(page.locator("#send")).to_be_in_viewport()
+    await pane.focus()  # the pane is focusable, so it scrolls by keyboard too
+    await page.keyboard.press("End")
+    await expect(last).to_be_in_viewport()
+    await page.keyboard.press("PageUp")
+    await ui.screenshot("conversation-200-messages")
+
+
+async def test_a_phone_width_page_has_no_horizontal_scroll(ui: OpenPage) -> None:
+    page = ui.page
+    await page.set_viewport_size({"width": 390, "height": 844})
+    await start_run(page, "On my phone")
+    await page.locator("li.msg-request-input form").wait_for()
+    widths = await page.evaluate(
+        "() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+    )
+    assert widths[0] <= widths[1] == 390, widths
+    await expect(page.locator("header.topbar")).to_be_in_viewport()
+    await expect(page.locator("#send")).to_be_in_viewport()
+    links = page.get_by_role("navigation", name="Pages").get_by_role("link")
+    await expect(links).to_have_text(["Conversation", "Runs", "Inbox", "Schedules", "Evaluations"])
+    hrefs = await links.evaluate_all("links => links.map((a) => new URL(a.href).pathname)")
+    assert hrefs == ["/ui/", "/ui/runs", "/ui/inbox", "/ui/schedules", "/ui/evaluations"]
+    await expect(links.first).to_have_attribute("aria-current", "page")
+    await ui.screenshot("conversation-phone")

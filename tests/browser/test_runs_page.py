@@ -70,7 +70,7 @@ async def test_runs_list_graph_view_and_node_inspector(
     edge = graph.locator(".edge-group[data-from='assistant'][data-to='rate']")
     await expect(edge).to_have_count(1)
     await expect(page.locator("#run-status")).to_have_text("paused")
-    await expect(page.locator("#run-history")).to_contain_text("events")
+    await expect(page.locator("#run-facts [data-fact='history']")).to_contain_text("events")
     await ui.screenshot("run-graph-paused")
 
     await assistant.click()
@@ -95,10 +95,12 @@ async def test_runs_list_graph_view_and_node_inspector(
     await rate.click()
     await expect(inspector.locator("#inspector-title")).to_have_text("Node rate")
     await expect(inspector.locator(".envelope-after").first).to_contain_text("not useful")
-    await inspector.get_by_role("button", name="Fork from here").click()
-    await expect(inspector.locator("#fork-result")).to_contain_text("started run-")
-    forked = (await inspector.locator("#fork-result").text_content() or "").split()[-1]
-    await expect(page.locator("#run-title")).to_have_text(forked)
+    await inspector.locator("summary", has_text="Fork from here").click()
+    await inspector.get_by_role("button", name="Start the fork").click()
+    notice = page.locator("#run-notice")
+    await expect(notice).to_contain_text(f"Forked from {waiting['workflow_id']} at node rate")
+    forked = (await page.locator("#run-title").text_content() or "").strip()
+    assert forked.startswith("run-") and forked != waiting["workflow_id"]
     # The fork reused the assistant's answer and waits at the prompt again.
     await expect(graph.locator("g.node[data-node-id='rate']")).to_have_attribute(
         "data-status", "waiting"

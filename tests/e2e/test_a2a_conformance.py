@@ -197,27 +197,34 @@ async def test_agent_card_is_cacheable_and_revalidates_with_304(stack: SpindleSt
 async def test_a_1_0_client_gets_the_pure_1_0_card_and_a_0_3_client_the_0_3_fields(
     stack: SpindleStack,
 ) -> None:
-    """A2A 1.0 §3.6: the card follows ``A2A-Version``; none means 0.3 (the TCK's
-    CARD-STRUCT-001 refuses 0.3 members in a 1.0 card, 0.3 clients need ``url``)."""
+    """A2A 1.0 §3.6 and §14.3: the card follows ``A2A-Version``; without one,
+    ``/.well-known/agent-card.json`` is the 1.0 card (TCK CARD-STRUCT-001 fetches it
+    without the header and refuses 0.3 members), the two older paths the 0.3 one."""
+    path = "/.well-known/agent-card.json"
     async with httpx.AsyncClient(base_url=stack.base_url, timeout=TIMEOUT) as http:
-        v1 = await http.get("/.well-known/agent-card.json", headers={"A2A-Version": "1.0"})
-        by_query = await http.get("/.well-known/agent-card.json?A2A-Version=1.0")
-        legacy = await http.get("/.well-known/agent-card.json")
-        v03 = await http.get("/.well-known/agent-card.json", headers={"A2A-Version": "0.3"})
-    assert v1.status_code == 200 and by_query.json() == v1.json()
+        v1 = await http.get(path, headers={"A2A-Version": "1.0"})
+        by_query = await http.get(f"{path}?A2A-Version=1.0")
+        plain = await http.get(path)
+        v03 = await http.get(path, headers={"A2A-Version": "0.3"})
+        v03_query = await http.get(f"{path}?A2A-Version=0.3")
+        older = [await http.get(p) for p in ("/.well-known/agent-card", "/.well-known/agent.json")]
+        older_v1 = await http.get("/.well-known/agent.json", headers={"A2A-Version": "1.0"})
+    assert v1.status_code == 200 and by_query.json() == v1.json() == plain.json()
+    assert older_v1.json() == v1.json()
     assert "a2a-version" in v1.headers["vary"].lower()
     # A strict proto JSON parse (no unknown member allowed) of the 1.0 card.
-    card = ParseDict(v1.json(), AgentCard())
+    card = ParseDict(plain.json(), AgentCard())
     assert {i.protocol_version for i in card.supported_interfaces} == {"1.0", "0.3"}
-    assert not {"url", "protocolVersion", "preferredTransport", "security"} & v1.json().keys()
+    assert not {"url", "protocolVersion", "preferredTransport", "security"} & plain.json().keys()
     assert set(v1.json()["securitySchemes"]["apiKey"]) == {"apiKeySecurityScheme"}
-    with pytest.raises(ParseError):
-        ParseDict(legacy.json(), AgentCard())
-    assert legacy.json() == v03.json()
-    assert legacy.json()["url"] == f"{stack.base_url}/"
-    assert legacy.json()["protocolVersion"] and legacy.json()["preferredTransport"] == "JSONRPC"
-    assert legacy.json()["securitySchemes"]["apiKey"]["in"] == "header"
-    assert v1.headers["etag"] != legacy.headers["etag"]
+    for legacy in (v03, v03_query, *older):
+        with pytest.raises(ParseError):
+            ParseDict(legacy.json(), AgentCard())
+        assert legacy.json() == v03.json()
+    assert v03.json()["url"] == f"{stack.base_url}/"
+    assert v03.json()["protocolVersion"] and v03.json()["preferredTransport"] == "JSONRPC"
+    assert v03.json()["securitySchemes"]["apiKey"]["in"] == "header"
+    assert v1.headers["etag"] == plain.headers["etag"] != v03.headers["etag"]
 
 
 async def test_task_metadata_keys_are_camel_case(

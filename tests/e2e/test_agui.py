@@ -354,6 +354,29 @@ async def test_input_without_resume_on_a_pending_interrupt_is_a_run_error(
     assert done[-1].json()["result"]["decision"] == "approve"
 
 
+async def test_a_resume_names_the_threads_open_interrupt_and_all_of_them(
+    http: httpx.AsyncClient, examples: list[str], unique: str
+) -> None:
+    # AG-UI interrupts, rules 1-3: the same thread, an interrupt of the interrupted run,
+    # every open interrupt in one resume (Spindle opens one per AG-UI run).
+    thread = f"t-{unique}-rules"
+    interrupt = the_interrupt(
+        await agui_events(http, "approval-flow", run_input(thread, "r1", "rules"))
+    )
+    approve = answering(interrupt, {"decision": "approve"})
+    elsewhere = run_input(f"{thread}-other", "r2", resume=approve)  # rule 1: another thread
+    the_error(await agui_events(http, "approval-flow", elsewhere), "UNKNOWN_INTERRUPT")
+    extra = approve + answering({"id": "prompt-999999"}, {})  # rule 2/3: one entry too many
+    the_error(
+        await agui_events(http, "approval-flow", run_input(thread, "r3", resume=extra)),
+        "UNKNOWN_INTERRUPT",
+    )
+    empty = run_input(thread, "r4", "go on", resume=[])  # rule 3/4: nothing addressed
+    the_error(await agui_events(http, "approval-flow", empty), "INTERRUPT_PENDING")
+    done = await agui_events(http, "approval-flow", run_input(thread, "r5", resume=approve))
+    assert done[-1].json()["result"]["decision"] == "approve"  # the refusals changed nothing
+
+
 async def test_a_cancelled_resume_cancels_the_run_by_default(
     http: httpx.AsyncClient, examples: list[str], unique: str
 ) -> None:

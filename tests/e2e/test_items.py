@@ -96,7 +96,8 @@ async def test_a_map_with_bad_params_is_refused_with_a_422_naming_node_and_field
     http: httpx.AsyncClient, unique: str
 ) -> None:
     spec = map_graph(f"bad-map-{unique}", concurrency=0)
-    spec["nodes"][0]["params"]["node"]["type"] = "agent"
+    # A prompt cannot run per item (an agent can: docs/graphs/items.md).
+    spec["nodes"][0]["params"]["node"] = {"type": "prompt", "params": {"prompt": "?"}}
     reply = await http.post("/runs", json={"graph_spec": spec, "input": {"rows": []}})
     assert reply.status_code == 422, reply.text
     errors = {(e["node"], e["field"], e["rule"]) for e in reply.json()["errors"]}

@@ -39,6 +39,7 @@ PUBLIC = {
     ("GET", "/readyz"),
     ("GET", "/metrics"),  # Prometheus scrape: counts only, no tenant data
     ("GET", "/graphs/schema"),
+    ("GET", "/schemas/execution-payload"),  # a JSON Schema, like /graphs/schema
     # The A2A agent card (gateway/protocols/a2a/agent_card.py): discovery is public by design.
     ("GET", "/.well-known/agent-card.json"),
     ("GET", "/.well-known/agent-card"),
@@ -71,6 +72,16 @@ TENANT_SCOPED = {
     ("POST", "/mcp"),
     ("GET", "/mcp"),
     ("DELETE", "/mcp"),
+    # Compare (tests/e2e/test_compare.py): both runs must be the caller's tenant's; a run
+    # of another tenant answers as an unknown one (404).
+    ("GET", "/runs/{a}/compare/{b}"),
+    # Evaluations (tests/e2e/test_evaluations.py): the caller's tenant's only; another
+    # tenant's evaluation is unknown (404), its runs are forked under the caller's tenant.
+    ("POST", "/evaluations"),
+    ("GET", "/evaluations"),
+    ("GET", "/evaluations/{evaluation_id}"),
+    ("POST", "/evaluations/{evaluation_id}/cancel"),
+    ("GET", "/evaluations/{evaluation_id}/stream"),
 }
 PROBLEM = "application/problem+json"
 
@@ -95,6 +106,9 @@ def concrete(path: str, workflow_id: str, run_id: str) -> str:
         "node_id": "review",
         "graph": "approval-flow",
         "key_id": "key-of-nobody",
+        "a": workflow_id,
+        "b": workflow_id,
+        "evaluation_id": "eval-of-nobody",
     }
     if "/files/" in path:
         values["name"] = "notes.txt"

@@ -17,5 +17,5 @@ ROOT = Path(__file__).resolve().parents[2]
 if __name__ == "__main__":
     env = {**os.environ, "SPINDLE_RECORD_HISTORIES": "1"}
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-               "tests/replay/test_record.py"]
+               "tests/replay/test_record.py", "tests/replay/test_recorded_fork.py"]
     sys.exit(subprocess.call(command, cwd=ROOT, env=env))

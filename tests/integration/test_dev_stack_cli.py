@@ -4,6 +4,7 @@ variable set: through the stack file it writes in ``./.spindle`` (spindle.dev.st
 from __future__ import annotations
 
 import json
+import re
 import signal
 from pathlib import Path
 
@@ -74,6 +75,7 @@ def test_every_command_finds_the_dev_stack_with_no_variable(tmp_path: Path) -> N
 
         # Temporal (direct): replay the run's history with this code.
         assert "replayed" in spindle(run, "runs", "replay", workflow_id).lower()
+        every_other_command(run, workflow_id)
 
         run.proc.send_signal(signal.SIGINT)
         assert run.wait_exit() == 0, run.output
@@ -81,3 +83,55 @@ def test_every_command_finds_the_dev_stack_with_no_variable(tmp_path: Path) -> N
     finally:
         if run.running() or descendants(run.proc.pid):
             run.kill_all()
+
+
+def every_other_command(run: DevRun, finished: str) -> None:
+    """The remaining subcommands, each beside the stack with no variable set."""
+    gateway = run.url("gateway_port")
+    timeline = spindle(run, "runs", "timeline", finished)
+    for node in ("keywords", "mood", "summary"):
+        assert node in timeline, timeline
+    chatted = spindle(run, "chat", "pipeline", "--input", '{"text": "a calm day"}', "--plain")
+    assert "completed" in chatted.lower(), chatted
+
+    # A run waiting at its prompt, cancelled from the CLI.
+    started = httpx.post(
+        f"{gateway}/runs", json={"graph": "approval-flow", "input": {"topic": "cli"}}, timeout=10
+    )
+    assert started.status_code == 201, started.text
+    waiting = started.json()["workflow_id"]
+    wait_until(
+        lambda: "paused" in spindle(run, "runs", "describe", waiting),
+        timeout=30,
+        what="the approval run to wait",
+        interval=0.5,
+    )
+    spindle(run, "runs", "cancel", waiting)
+    wait_until(
+        lambda: "canceled" in spindle(run, "runs", "describe", waiting),
+        timeout=30,
+        what="the approval run to be canceled",
+        interval=0.5,
+    )
+
+    [row] = [line for line in spindle(run, "keys", "list").splitlines() if " bob " in line]
+    assert "revoked key" in spindle(run, "keys", "revoke", row.split()[0])
+
+    schedule = ("nightly",)
+    spindle(
+        run, "schedules", "create", *schedule, "--graph", "pipeline", "--every", "3600",
+        "--input", '{"text": "nightly"}',
+    )  # fmt: skip
+    assert "nightly" in spindle(run, "schedules", "list")
+    spindle(run, "schedules", "pause", *schedule)
+    paused = spindle(run, "schedules", "get", *schedule)
+    assert re.search(r"^state\s+paused$", paused, re.M), paused
+    assert re.search(r"^next\s+-$", paused, re.M), "a paused schedule lists no next runs"
+    spindle(run, "schedules", "unpause", *schedule)
+    assert not re.search(r"^next\s+-$", spindle(run, "schedules", "get", *schedule), re.M)
+    spindle(run, "schedules", "trigger", *schedule)
+    spindle(run, "schedules", "delete", *schedule)
+    assert "nightly" not in spindle(run, "schedules", "list")
+
+    pruned = spindle(run, "archive", "prune", "--older-than-days", "30", "--dry-run")
+    assert "runs" in pruned, pruned

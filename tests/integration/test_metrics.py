@@ -71,6 +71,7 @@ def test_the_seed_names_are_exposed_in_text_format() -> None:
         "agent_node_duration_seconds",
         "agent_runs_inflight",
         "agent_items_queue_length",
+        "agent_prompts_pending",
         "spindle_sse_streams_open",
         "spindle_sse_messages_delivered_total",
         "spindle_sse_reconnects_total",
@@ -127,7 +128,7 @@ async def test_node_reports_and_the_run_finish_move_the_worker_metrics(
     assert value("agent_runs_inflight") == inflight
 
 
-async def test_a_pending_prompt_is_an_item_waiting_until_answered(
+async def test_a_pending_prompt_is_counted_until_answered(
     bus: MessageBus, activity_settings: Settings
 ) -> None:
     run = new_run()
@@ -139,11 +140,11 @@ async def test_a_pending_prompt_is_an_item_waiting_until_answered(
         requested_at=datetime.now(UTC).isoformat(),
     )
     acts = HitlActivities(bus, settings=activity_settings)
-    waiting = value("agent_items_queue_length")
+    waiting = value("agent_prompts_pending")
 
     await env("ask").run(acts.request_input, InputRequest(execution=ex, pending=pending))
     await env("ask").run(acts.request_input, InputRequest(execution=ex, pending=pending))
-    assert value("agent_items_queue_length") == waiting + 1  # a retried ask is one item
+    assert value("agent_prompts_pending") == waiting + 1  # a retried ask is one prompt
 
     answer = {"decision": "approve"}
     await env("answer").run(
@@ -152,13 +153,13 @@ async def test_a_pending_prompt_is_an_item_waiting_until_answered(
             execution=ex, pending=pending, answer=answer, user_input=UserInput(data=answer)
         ),
     )
-    assert value("agent_items_queue_length") == waiting
+    assert value("agent_prompts_pending") == waiting
 
     # A run that ends while asking leaves no item behind.
     await env("ask-again").run(acts.request_input, InputRequest(execution=ex, pending=pending))
-    assert value("agent_items_queue_length") == waiting + 1
+    assert value("agent_prompts_pending") == waiting + 1
     metrics.run_finished(run.workflow_id, RunStatus.CANCELED.value)
-    assert value("agent_items_queue_length") == waiting
+    assert value("agent_prompts_pending") == waiting
 
 
 async def test_the_worker_serves_its_metrics_and_gives_up_a_taken_port_quietly() -> None:

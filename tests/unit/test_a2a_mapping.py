@@ -7,7 +7,13 @@ from a2a.types import Message, Role, TaskState
 from google.protobuf.json_format import MessageToDict
 
 from spindle.gateway.models import RunDetail
-from spindle.gateway.protocols.a2a.task_mapping import run_input, task_from_run, user_answer
+from spindle.gateway.protocols.a2a.task_mapping import (
+    IdleWatch,
+    run_input,
+    task_from_run,
+    user_answer,
+)
+from spindle.shared.contracts.messages import AgentMessageType, CompactMessage
 from spindle.shared.contracts.runs import PendingInput
 
 APPROVAL_SCHEMA = {
@@ -83,3 +89,52 @@ def test_a_waiting_run_shows_its_prompt() -> None:
     assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
     assert get_text_parts(task.status.message.parts) == ["Approve?"]
     assert get_data_parts(task.status.message.parts)[0]["node_id"] == "review"
+
+
+def _message(
+    kind: AgentMessageType,
+    text: str,
+    details: dict[str, object] | None = None,
+    w: str | None = None,
+) -> CompactMessage:
+    return CompactMessage(t=kind, m=text, d=details, w=w, ts=1)
+
+
+def test_an_agent_waiting_for_the_user_is_input_required_with_its_last_answer() -> None:
+    watch = IdleWatch()
+    seen = [
+        watch.event("t1", _message(AgentMessageType.ANSWER, "first answer", {"node_id": "a"})),
+        watch.event(
+            "t1",
+            _message(
+                AgentMessageType.IDLE, "waiting for ws-1", {"node_id": "a", "waiting_for": ["ws-1"]}
+            ),
+        ),
+        watch.event("t1", _message(AgentMessageType.ANSWER, "from the child", {}, w="ws-1")),
+        watch.event("t1", _message(AgentMessageType.ANSWER, "final answer", {"node_id": "a"})),
+    ]
+    assert seen == [None, None, None, None]  # waiting for a child is not waiting for the user
+    event = watch.event(
+        "t1",
+        _message(
+            AgentMessageType.IDLE, "waiting for your message", {"node_id": "a", "waiting_for": []}
+        ),
+    )
+    assert event is not None and event.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert get_text_parts(event.status.message.parts) == ["final answer"]
+    assert get_data_parts(event.status.message.parts) == [{"node_id": "a", "awaiting": "message"}]
+
+
+def test_after_a_follow_up_an_idle_from_before_it_is_not_its_answer() -> None:
+    watch = IdleWatch(after_send=True)
+    idle = _message(
+        AgentMessageType.IDLE, "waiting for your message", {"node_id": "a", "waiting_for": []}
+    )
+    assert watch.event("t1", idle) is None
+    assert (
+        watch.event("t1", _message(AgentMessageType.QUESTION, "and 2 + 3", {"node_id": "a"}))
+        is None
+    )
+    assert watch.event("t1", _message(AgentMessageType.ANSWER, "5", {"node_id": "a"})) is None
+    event = watch.event("t1", idle)
+    assert event is not None and get_text_parts(event.status.message.parts) == ["5"]

@@ -15,9 +15,9 @@ from spindle.gateway.protocols.a2a.push_watch import (
 )
 
 
-def test_validated_defaults_the_id_to_the_task_and_refuses_non_http_urls() -> None:
+def test_validated_defaults_the_id_to_default_and_refuses_non_http_urls() -> None:
     config = validated(TaskPushNotificationConfig(url="https://hooks.example/a"), "run-1")
-    assert (config.id, config.task_id) == ("run-1", "run-1")
+    assert (config.id, config.task_id) == ("default", "run-1")
     for url in ("ftp://hooks.example/a", "hooks.example/a", "http://", ""):
         with pytest.raises(InvalidParamsError):
             validated(TaskPushNotificationConfig(url=url), "run-1")

@@ -16,7 +16,7 @@ import pytest
 from spindle.cli.client_options import client_config
 from spindle.cli.main import build_parser, main
 from spindle.cli.stack_settings import cli_settings
-from spindle.dev.config import DevConfig, DevStackError, check_ports_free
+from spindle.dev.config import DevConfig, DevStackError, check_ports_free, port_free
 from spindle.dev.processes import free_port
 from spindle.dev.state import STATE_FILE, read_state, remove_state, write_state
 
@@ -187,4 +187,24 @@ def test_cannot_connect_errors_name_the_setting_and_its_variables(
     err = capsys.readouterr().err
     assert "cannot connect to MongoDB at mongodb://127.0.0.1:" in err
     assert "SPINDLE_MONGO_URL or MONGO_URL" in err
+    assert "taken from the running spindle dev stack" in err
+
+
+def test_cannot_connect_to_temporal_names_the_setting_and_its_variables(
+    clean_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No variable and no stack: the default address, and the error says so.
+    if not port_free("127.0.0.1", 7233):
+        pytest.skip("a Temporal server listens on the default port on this machine")
+    assert main(["runs", "replay", "wf-nowhere"]) == 1
+    err = capsys.readouterr().err
+    assert "cannot connect to Temporal at 127.0.0.1:7233" in err
+    assert "setting temporal_address: SPINDLE_TEMPORAL_ADDRESS or TEMPORAL_ADDRESS" in err
+    assert "no spindle dev stack found in ./.spindle" in err
+
+    # A stack file: its (closed) address, named as taken from the stack.
+    write_state(replace(stack_config(clean_env / ".spindle"), temporal_port=free_port()))
+    assert main(["runs", "replay", "wf-nowhere"]) == 1
+    err = capsys.readouterr().err
+    assert "cannot connect to Temporal at 127.0.0.1:" in err
     assert "taken from the running spindle dev stack" in err

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from spindle.gateway.api.routes.fork import reusable_nodes
+from spindle.shared.graphs.forks import reusable_nodes
 from spindle.shared.graphs.structure import parse_graph
 
 

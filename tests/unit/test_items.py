@@ -61,7 +61,31 @@ def test_a_map_whose_items_use_item_and_item_index_is_valid() -> None:
         ({"max_failed_ratio": -0.1}, "params.max_failed_ratio", "greater_than_equal"),
         ({"batch_size": 0}, "params.batch_size", "greater_than_equal"),
         ({"over": "rows[?"}, "params.over", "bad_expression"),
-        ({"node": {"type": "agent"}}, "params.node.type", "not_per_item"),
+        (
+            {"node": {"type": "prompt", "params": {"prompt": "?"}}},
+            "params.node.type",
+            "not_per_item",
+        ),
+        (
+            {"node": {"type": "agent", "params": {"tools": ["launch_workstream"]}}},
+            "params.node.params.tools",
+            "not_per_item",
+        ),
+        (
+            {
+                "node": {
+                    "type": "agent",
+                    "params": {"mcp_servers": [{"name": "x", "url": "http://x"}]},
+                }
+            },
+            "params.node.params.mcp_servers",
+            "not_per_item",
+        ),
+        (
+            {"node": {"type": "agent", "params": {"tools": ["nope"]}}},
+            "params.node.params.tools[0]",
+            "unknown_tool",
+        ),
         ({"node": {"type": "map", "params": {}}}, "params.node.type", "not_per_item"),
         ({"node": {"type": "nope"}}, "params.node.type", "unknown_node_type"),
         (

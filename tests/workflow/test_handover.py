@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from spindle.shared.contracts.envelope import CarriedEnvelopes, NodeMessage
 from spindle.shared.contracts.runs import (
     CarriedState,
     GraphRunInput,
@@ -14,6 +15,7 @@ from spindle.shared.contracts.runs import (
 from spindle.worker.workflows.agent_session import AgentSessions
 from spindle.worker.workflows.budget_meter import BudgetMeter
 from spindle.worker.workflows.continue_as_new import CarriedParts, Handover
+from spindle.worker.workflows.edge_envelopes import EdgeEnvelopes
 from spindle.worker.workflows.human_input import HumanInput
 from spindle.worker.workflows.run_deadline import RunDeadline
 from spindle.worker.workflows.run_notices import RunNotices
@@ -23,6 +25,10 @@ from spindle.worker.workflows.workstreams.parent_supervisor import WorkstreamSup
 from tests.workflow.run_parts import RUN, no_notice, run_input
 
 pytestmark = pytest.mark.unit
+
+ENVELOPE = NodeMessage.model_validate(
+    {"messageId": "m-1", "from": "fetch", "to": "fetch", "timestamp": "2026-11-29T08:00:01"}
+)
 
 
 def _parts(given: GraphRunInput) -> CarriedParts:
@@ -38,6 +44,7 @@ def _parts(given: GraphRunInput) -> CarriedParts:
         budget=budget,
         deadline=deadline,
         agents=AgentSessions(RUN, workstreams),
+        envelopes=EdgeEnvelopes(given.graph, RUN, "2026-11-29T09:00:00+00:00"),
     )
 
 
@@ -58,6 +65,11 @@ def test_the_next_generation_takes_over_what_was_carried() -> None:
         workstream_counts={"ws": 2, "s": 1, "m": 0},
         deadline_at="2026-11-29T10:00:00+00:00",
         prompts_asked=True,
+        envelopes=CarriedEnvelopes(
+            start_time="2026-11-29T08:00:00+00:00",
+            last_node="fetch",
+            waiting={"fetch": [ENVELOPE]},
+        ),
     )
     given = run_input(carried=carried)
     parts = _parts(given)
@@ -72,6 +84,12 @@ def test_the_next_generation_takes_over_what_was_carried() -> None:
     assert parts.prompts.asked
     assert parts.workstreams.counts == {"ws": 2, "s": 1, "m": 0}
     assert parts.deadline.iso == "2026-11-29T10:00:00+00:00"
+    # Envelopes on their way wait for their node in the next generation.
+    assert parts.envelopes.start_time == "2026-11-29T08:00:00+00:00"
+    parts.envelopes.activated("fetch")
+    inbound = parts.envelopes.inbound("fetch", parts.record.state)
+    assert [(e.message.from_, e.payload_key) for e in inbound] == [("fetch", "fetch")]
+    assert parts.envelopes.carried().taken == {"fetch": [ENVELOPE]}
 
 
 def test_nodes_activated_while_continuing_start_here_if_the_handover_is_called_off() -> None:

@@ -55,6 +55,6 @@ def build_activities(
         hitl.expire_input,
         lifecycle.finish_run,
         lifecycle.post_message,
-        *item_activities(bus, archive, settings=settings),
+        *item_activities(bus, archive, settings=settings, llm=llm),
         run_start.record_run_start,
     ]

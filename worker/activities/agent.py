@@ -33,9 +33,17 @@ from spindle.shared.platform import metrics
 from spindle.shared.platform.logging_setup import bind_activity_log_context
 from spindle.shared.platform.settings import Settings
 from spindle.shared.store.agent_memory import AgentMemory
+from spindle.shared.store.call_records import tool_key
 from spindle.shared.store.conversations import ConversationStore, conversation_key
 from spindle.shared.store.file_store import FileStore
 from spindle.worker.activities.agent_memory import MemoryKeeper, Remembered, merge_usage
+from spindle.worker.activities.call_replay import (
+    archive_with,
+    replayed,
+    replayed_turn,
+    turn_key,
+    turn_record,
+)
 from spindle.worker.activities.heartbeat import heartbeating
 from spindle.worker.activities.recorder import (
     build_report,
@@ -82,7 +90,9 @@ from spindle.worker.llm.structured_output import (
 from spindle.worker.llm.token_relay import relay_tokens
 from spindle.worker.posting.chunk_poster import ChunkPoster
 from spindle.worker.posting.poster import MessagePoster
+from spindle.worker.tools.context import ToolContext, calling_with, tool_context_of
 from spindle.worker.tools.mcp_client import McpToolCache, split_name
+from spindle.worker.tools.plans import plan_poster
 from spindle.worker.tools.registry import get_tool
 from spindle.worker.tools.run_files import RunFiles, reading_files
 
@@ -170,6 +180,19 @@ def _output(params: AgentParams, answer: str) -> Any:
     return orjson.loads(answer) if params.output_schema is not None else answer
 
 
+def _tool_context(call_input: ToolCallInput, poster: MessagePoster) -> ToolContext:
+    """The call's ``ToolContext``: the run, the agent node, its PLAN poster (seed 004)."""
+    execution = call_input.execution
+    node = execution.node
+    plans = plan_poster(poster, node.id, turn=call_input.turn)
+    return tool_context_of(execution.run, node.id, node.type, execution.state, post_plan=plans)
+
+
+def _ids(execution: NodeExecution) -> dict[str, Any]:
+    """Seed 004: an agent's message names the agent and its tenant in ``meta``."""
+    return {"agentId": execution.node.id, "tenantId": execution.run.tenant_id}
+
+
 def _json(value: Any) -> str:
     return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
 
@@ -249,22 +272,14 @@ class AgentActivities(RunActivities):
             model=params.model,
             temperature=params.temperature,
         )
-        started = time.monotonic()
-        try:
-            async with heartbeating(node.id, turn.turn):
-                response = await self._ask(request, poster)
-        except LlmRefused as exc:
-            # Same request, same refusal: fail the node now instead of retrying.
-            raise to_application_error(exc) from exc
-        llm_ms = round((time.monotonic() - started) * 1000, 1)
-        message = response.message.model_copy(update={"role": "assistant"})
-        details: dict[str, Any] = {"node_id": node.id, "turn": turn.turn, "model": response.model}
-        if response.usage is not None:
-            details["usage"] = response.usage.model_dump()
-        details["llm_ms"] = llm_ms
-        usage = self._usage(execution, response)
-        if params.output_schema is not None and not message.tool_calls:
-            message, usage = await self._structured(turn, params, request, message, usage)
+        # Recorded, or in a recorded fork answered from the source's record (call_replay).
+        plan = await self.calls.begin(execution.run, turn_key(node.id, request))
+        if plan.hit:
+            message, usage, details = replayed_turn(plan, node.id, turn.turn)
+        else:
+            message, usage, details = await self._live_turn(turn, params, request, poster)
+        record = self.calls.record(plan, turn_record(message, usage, details))
+        details.update(plan.details())
         if remembered is not None:
             # An attempt left behind must not overwrite the reply the run goes on with.
             await poster.check_current()
@@ -280,7 +295,7 @@ class AgentActivities(RunActivities):
                 message.content or f"Calling tools: {names}",
                 details=details,
             )
-            await poster.archive()
+            await archive_with(poster, self.recorder, record)
             return LlmTurnResult(message=message, final=False, usage=usage)
 
         answer = message.content or ""
@@ -300,11 +315,35 @@ class AgentActivities(RunActivities):
                 execution,
                 _prompt_of(request.messages, remembered is not None),
             ),
-            output=output_envelope(execution, _output(params, answer)),
+            output=output_envelope(execution, _output(params, answer), meta=_ids(execution)),
         )
-        await poster.archive()
+        await archive_with(poster, self.recorder, record)
         await self.tasks.node_finished(execution, _output(params, answer))
         return LlmTurnResult(message=message, final=True, report=report, usage=usage)
+
+    async def _live_turn(
+        self, turn: LlmTurnInput, params: AgentParams, request: LlmRequest, poster: MessagePoster
+    ) -> tuple[ChatMessage, TurnUsage | None, dict[str, Any]]:
+        """The model's message for ``request`` (checked against ``output_schema``),
+        its spend, and the details its THOUGHT/ANSWER carries."""
+        node = turn.execution.node
+        started = time.monotonic()
+        try:
+            async with heartbeating(node.id, turn.turn):
+                response = await self._ask(request, poster)
+        except LlmRefused as exc:
+            # Same request, same refusal: fail the node now instead of retrying.
+            raise to_application_error(exc) from exc
+        llm_ms = round((time.monotonic() - started) * 1000, 1)
+        message = response.message.model_copy(update={"role": "assistant"})
+        details: dict[str, Any] = {"node_id": node.id, "turn": turn.turn, "model": response.model}
+        if response.usage is not None:
+            details["usage"] = response.usage.model_dump()
+        details["llm_ms"] = llm_ms
+        usage = self._usage(turn.execution, response)
+        if params.output_schema is not None and not message.tool_calls:
+            message, usage = await self._structured(turn, params, request, message, usage)
+        return message, usage, details
 
     async def _messages_for(
         self, turn: LlmTurnInput, params: AgentParams, poster: MessagePoster
@@ -373,6 +412,11 @@ class AgentActivities(RunActivities):
         bind_activity_log_context(node_id=execution.node.id, node_type=execution.node.type)
         poster = self._poster(execution.run)
         await poster.announce_retry(f"tool {call.name} for {execution.node.id}")
+        # Recorded, or in a recorded fork answered from the source's record (call_replay).
+        plan = await self.calls.begin(
+            execution.run, tool_key(execution.node.id, call.name, call.arguments)
+        )
+        recorded = plan.details()
         await poster.post(
             AgentMessageType.UPDATE,
             f"Using tool {call.name}",
@@ -382,16 +426,36 @@ class AgentActivities(RunActivities):
                 "call_id": call.id,
                 "tool": call.name,
                 "arguments": call.arguments,
+                **recorded,
             },
         )
+        if plan.hit:
+            answer = replayed(plan)
+            outcome = ToolCallResult(
+                call_id=call.id, name=call.name, content=answer["content"], ok=answer["ok"]
+            )
+        else:
+            outcome = await self._live_tool(call_input, poster)
+            metrics.tool_called(execution.run.tenant_id, execution.run.graph_name)
+        record = self.calls.record(plan, {"content": outcome.content, "ok": outcome.ok})
+        await self._tool_posts(call_input, outcome, poster, recorded)
+        await archive_with(poster, self.recorder, record)
+        return outcome
+
+    async def _live_tool(self, call_input: ToolCallInput, poster: MessagePoster) -> ToolCallResult:
+        """The tool's result, called for real; errors go back to the model as text."""
+        execution = call_input.execution
+        call = call_input.call
         params = await off_loop(agent_params, execution, self.settings.expression_node_steps)
         run = execution.run
         files = RunFiles(
             self.files, run.tenant_id, run.workflow_id, self.settings.read_file_max_bytes
         )
+        context = _tool_context(call_input, poster)
         try:
-            # read_file reads only this run's files (worker/tools/run_files.py).
-            with reading_files(files):
+            # read_file reads only this run's files (worker/tools/run_files.py); a
+            # tool taking a ToolContext gets this call's (docs/graphs/tools.md).
+            with reading_files(files), calling_with(context):
                 async with heartbeating(execution.node.id, call.id):
                     result = await _run_tool(params, call, self.mcp)
         except ToolError as exc:
@@ -408,7 +472,18 @@ class AgentActivities(RunActivities):
             )
         else:
             outcome = ToolCallResult(call_id=call.id, name=call.name, content=_json(result))
-        metrics.tool_called(execution.run.tenant_id, execution.run.graph_name)
+        return outcome
+
+    async def _tool_posts(
+        self,
+        call_input: ToolCallInput,
+        outcome: ToolCallResult,
+        poster: MessagePoster,
+        recorded: dict[str, Any],
+    ) -> None:
+        """What the tool returned, on the run's stream."""
+        execution = call_input.execution
+        call = call_input.call
         if call_input.batch_size > 1:
             # Seed 002's BATCH_PROGRESS: where a batch of parallel tool calls stands.
             await poster.post(
@@ -424,6 +499,7 @@ class AgentActivities(RunActivities):
                     "batch_size": call_input.batch_size,
                     "ok": outcome.ok,
                     "result": outcome.content,
+                    **recorded,
                 },
             )
         else:
@@ -439,10 +515,9 @@ class AgentActivities(RunActivities):
                     "tool": call.name,
                     "ok": outcome.ok,
                     "result": outcome.content,
+                    **recorded,
                 },
             )
-        await poster.archive()
-        return outcome
 
 
 def tool_message(result: ToolCallResult) -> ChatMessage:

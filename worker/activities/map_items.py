@@ -38,7 +38,10 @@ from spindle.shared.platform.mongo import mongo_client
 from spindle.shared.platform.settings import Settings
 from spindle.shared.store.file_store import FileStore
 from spindle.shared.store.item_pages import INPUT, RESULTS, STATE, ItemStore, items_key
+from spindle.worker.activities.attachments import split_binary, store_binary
+from spindle.worker.activities.call_replay import archive_with, recording_calls
 from spindle.worker.activities.heartbeat import heartbeating
+from spindle.worker.activities.item_agents import BatchUsage, ItemAgent, ItemAgentFailed
 from spindle.worker.activities.nodes import as_node_result
 from spindle.worker.activities.recorder import build_report, elapsed_ms_since, output_envelope
 from spindle.worker.activities.run_activities import RunActivities
@@ -64,6 +67,7 @@ from spindle.worker.contracts.param_resolution import (
     resolve_params,
     validate_params,
 )
+from spindle.worker.contracts.payload_schemas import item_problems
 from spindle.worker.posting.poster import MessagePoster
 from spindle.worker.registry import NodeContext, NodeType, get_node_type
 
@@ -72,8 +76,10 @@ if TYPE_CHECKING:
 
     from spindle.shared.bus.message_bus import MessageBus
     from spindle.shared.store.archive import RunArchive
+    from spindle.worker.llm.base import LlmProvider
 
 Item = dict[str, Any]
+AGENT_TYPE = "agent"  # the inline type that runs as an LLM loop per item (item_agents)
 PAGE_IO = 8  # pages a plan writes, or a collection reads, at once
 STATES_CACHED = 8  # maps running at once on one worker whose state stays in memory
 # A page's later part writes as a later "attempt": first item * this + its attempt.
@@ -122,6 +128,8 @@ class ItemActivities(RunActivities):
         archive: its database holds the item pages and attachments; without an
             archive they go to the settings' MongoDB all the same.
         settings: the worker's settings (batch size, MongoDB).
+        llm: the model an ``agent`` per item asks (docs/graphs/items.md); None:
+            such items fail, naming it.
     """
 
     def __init__(
@@ -130,8 +138,10 @@ class ItemActivities(RunActivities):
         archive: RunArchive | None = None,
         *,
         settings: Settings,
+        llm: LlmProvider | None = None,
     ) -> None:
         super().__init__(bus, archive, settings=settings)
+        self.llm = llm
         self._database: AsyncDatabase[dict[str, Any]] | None = (
             archive.database if archive is not None else None
         )
@@ -221,18 +231,17 @@ class ItemActivities(RunActivities):
         values = values[batch.first : end]
         runner = _ItemRunner(batch, state, self.bus, files, self.settings.max_message_bytes)
         runner.expressions = _batch_budget(batch, len(values), self.settings.expression_node_steps)
-        first = batch.page * batch.plan.batch_size + batch.first
-        gate = asyncio.Semaphore(batch.concurrency)
-
-        async def one(index: int, value: Any) -> Item:
-            async with gate:
-                return await runner.run(index, value)
-
-        async with heartbeating(f"{node.id} batch {batch.page + 1}"):
-            ran = await asyncio.gather(*(one(first + i, v) for i, v in enumerate(values)))
+        if batch.node.type == AGENT_TYPE and self.llm is not None:
+            runner.agent = ItemAgent(self.llm, self.settings, execution.run, runner.node)
+        with recording_calls(self.calls) as calls:  # its tool calls: recorded, or replayed
+            ran = await _run_items(runner, batch, values)
         if runner.spent is not None:
             raise runner.spent  # the map's expression budget: the node fails, not an item
-        metrics.tool_called(execution.run.tenant_id, execution.run.graph_name, len(ran))
+        metrics.tool_called(
+            execution.run.tenant_id,
+            execution.run.graph_name,
+            len(ran) - calls.hits + runner.usage.tool_calls,  # recorded answers ran no tool
+        )
         failed = sum(1 for result in ran if "error" in result)
         part_counts = {"succeeded": len(ran) - failed, "failed": failed}
         results = await _with_earlier_parts(store, key, batch, ran)
@@ -260,8 +269,13 @@ class ItemActivities(RunActivities):
                 "batch_size": batch.plan.pages,
             },
         )
-        await poster.archive()
-        return ItemBatchDone(**part_counts)
+        await archive_with(poster, self.recorder, *calls.ops)
+        if runner.agent is None:
+            return ItemBatchDone(**part_counts)
+        # An agent per item: what its loops spent counts against the run's budget.
+        return ItemBatchDone(
+            **part_counts, llm=runner.usage.llm, tool_calls=runner.usage.tool_calls
+        )
 
     @activity.defn(name=COLLECT_ITEMS)
     async def collect_items(self, collection: ItemCollection) -> NodeOutcome:
@@ -343,16 +357,26 @@ class _ItemRunner:
         )
         self.poster = _MutedPoster(bus, execution.run, max_message_bytes=max_message_bytes)
         self._type: NodeType | None = None
+        # An inline ``agent``: its per-item LLM loop and the batch's spend.
+        self.agent: ItemAgent | None = None
+        self.usage = BatchUsage()
         # Shared by every item of the batch (``_batch_budget``); ``spent`` holds the
         # failure once it ran out, which fails the batch and so the map.
         self.expressions = EvaluationBudget()
         self.spent: BaseException | None = None
+        # The map's input_schema / output_schema hold per item (docs/graphs/index.md).
+        self.schemas = (execution.node.input_schema, execution.node.output_schema)
 
     async def run(self, index: int, value: Any) -> Item:
         """The item: ``{"id", "data"}`` (and ``binary``), or ``{"id", "error"}``."""
         identifier = item_id(value, index)
+        refused = item_problems(self.schemas[0], value, f"item {index} ('{identifier}') input")
+        if refused is not None:
+            return {"id": identifier, "error": {"message": refused, "nodeId": self.map_id}}
         scope = {**self.state, "item": value, "item_index": index}
         try:
+            if self.node.type == AGENT_TYPE:
+                return await self._agent_item(identifier, index, scope)
             node_type = self._type or get_node_type(self.node.type)
             self._type = node_type
             templates = node_type.templates
@@ -381,15 +405,29 @@ class _ItemRunner:
                 self.spent = exc  # ... but the map's budget is the map's
             return {"id": identifier, "error": {"message": error_text(exc), "nodeId": self.map_id}}
 
+    async def _agent_item(self, identifier: str, index: int, scope: dict[str, Any]) -> Item:
+        """The item answered by its own agent loop (``item_agents``), with its usage."""
+        if self.agent is None:
+            raise NodeFailed("an agent per item needs the worker's LLM provider")
+        try:
+            answer, usage = await self.agent.answer(scope, self.expressions)
+        except ItemAgentFailed as exc:
+            self.usage.add(exc.usage)  # spent all the same
+            error = {"message": str(exc), "nodeId": self.map_id}
+            return {"id": identifier, "error": error, "usage": exc.usage.as_dict()}
+        self.usage.add(usage)
+        item = await self._item(identifier, index, answer)
+        item["usage"] = usage.as_dict()
+        return item
+
     async def _item(self, identifier: str, index: int, data: Any) -> Item:
-        """The item; bytes in its data are stored as run files and referenced."""
-        blobs: dict[str, bytes] = {}
-        if isinstance(data, bytes | bytearray):
-            blobs, data = {"data": bytes(data)}, None
-        elif isinstance(data, dict):
-            blobs = {k: bytes(v) for k, v in data.items() if isinstance(v, bytes | bytearray)}
-            data = {k: v for k, v in data.items() if k not in blobs}
+        """The item; bytes in its data are stored as run files and referenced
+        (``attachments``, docs/graphs/items.md#binary-data)."""
+        data, blobs = split_binary(data)
         orjson.dumps(data)  # a result that is no JSON fails this item, not the batch
+        refused = item_problems(self.schemas[1], data, f"item {index} ('{identifier}') output")
+        if refused is not None:
+            return {"id": identifier, "error": {"message": refused, "nodeId": self.map_id}}
         item: Item = {"id": identifier, "data": data}
         if blobs:
             item["binary"] = {name: await self._attach(index, name, b) for name, b in blobs.items()}
@@ -397,18 +435,7 @@ class _ItemRunner:
 
     async def _attach(self, index: int, name: str, content: bytes) -> dict[str, Any]:
         path = f"items/{self.map_id}/{self.visit}/{index}/{name}"
-        stored = await self.files.put_bytes(
-            tenant_id=self.run_ref.tenant_id,
-            workflow_id=self.run_ref.workflow_id,
-            name=path,
-            data=content,
-        )
-        return {
-            "file": stored.name,
-            "size": stored.size,
-            "sha256": stored.sha256,
-            "content_type": stored.content_type,
-        }
+        return await store_binary(self.files, self.run_ref, path, content)
 
 
 async def _with_earlier_parts(
@@ -446,6 +473,30 @@ def _batch_budget(batch: ItemBatch, items: int, node_steps: int) -> EvaluationBu
     return node_budget(node_id, share, owner=owner)
 
 
+async def _run_items(runner: _ItemRunner, batch: ItemBatch, values: list[Any]) -> list[Item]:
+    """The batch's items, at most ``batch.concurrency`` at once, each counted in
+    ``agent_items_queue_length`` from the batch's start until it is done."""
+    first = batch.page * batch.plan.batch_size + batch.first
+    gate = asyncio.Semaphore(batch.concurrency)
+    left = len(values)
+    metrics.items_queued(left)
+
+    async def one(index: int, value: Any) -> Item:
+        nonlocal left
+        try:
+            async with gate:
+                return await runner.run(index, value)
+        finally:
+            left -= 1
+            metrics.items_finished()
+
+    try:
+        async with heartbeating(f"{batch.execution.node.id} batch {batch.page + 1}"):
+            return await asyncio.gather(*(one(first + i, v) for i, v in enumerate(values)))
+    finally:
+        metrics.items_finished(left)  # items never started (the batch failed or was cancelled)
+
+
 def _key(execution: NodeExecution) -> str:
     run = execution.run
     return items_key(run.workflow_id, run.run_id, execution.node.id, execution.visit)
@@ -459,8 +510,13 @@ def _bad_over(node: NodeSpec, why: str) -> ApplicationError:
 
 
 def item_activities(
-    bus: MessageBus, archive: RunArchive | None, *, settings: Settings
+    bus: MessageBus,
+    archive: RunArchive | None,
+    *,
+    settings: Settings,
+    llm: LlmProvider | None = None,
 ) -> list[Any]:
-    """The map activities, bound to the bus, the archive's database and the settings."""
-    items = ItemActivities(bus, archive, settings=settings)
+    """The map activities, bound to the bus, the archive's database, the settings and
+    the LLM an agent per item asks."""
+    items = ItemActivities(bus, archive, settings=settings, llm=llm)
     return [items.plan_items, items.run_item_batch, items.collect_items]

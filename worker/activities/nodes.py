@@ -15,13 +15,18 @@ from typing import Any
 
 from temporalio import activity
 
-from spindle.shared.contracts.errors import ExecutorNotFound, to_application_error
+from spindle.shared.contracts.errors import (
+    ExecutorNotFound,
+    PayloadInvalid,
+    to_application_error,
+)
 from spindle.shared.contracts.graph_spec import NodeSpec
 from spindle.shared.contracts.runs import NodeStatus
 from spindle.shared.graphs.expressions import EvaluationBudget
 from spindle.shared.graphs.node_types import TOOL
 from spindle.shared.platform import metrics
 from spindle.shared.platform.logging_setup import bind_activity_log_context
+from spindle.worker.activities.call_replay import recording_calls
 from spindle.worker.activities.heartbeat import heartbeating
 from spindle.worker.activities.recorder import (
     NodeStartRecord,
@@ -39,6 +44,7 @@ from spindle.worker.contracts.param_resolution import (
     resolve_params,
     validate_params,
 )
+from spindle.worker.contracts.payload_schemas import check_inputs, check_output
 from spindle.worker.posting.poster import MessagePoster
 from spindle.worker.registry import (
     ClosingPost,
@@ -64,7 +70,12 @@ def as_node_result(value: Any, node_type: str) -> NodeResult:
     if isinstance(value, NodeResult):
         return value
     if isinstance(value, NodeMessage):
-        return NodeResult(data=value.payload, ports=[value.from_port] if value.from_port else [])
+        return NodeResult(
+            data=value.payload,
+            ports=[value.from_port] if value.from_port else [],
+            state=value.state_updates,
+            context=value.context_updates,
+        )
     if node_type not in _warned_raw_types:
         _warned_raw_types.add(node_type)
         message = (
@@ -121,15 +132,22 @@ class NodeActivities(RunActivities):
         await self.tasks.node_started(execution)
         recording_start = NodeStartRecord(self.recorder, execution)
         try:
-            async with heartbeating(node.id):
-                value = await node_type.run(ctx)
-            result = as_node_result(value, node.type)
+            check_inputs(node, ctx.inputs)  # its input_schema (docs/graphs/index.md)
+            # A tool node's call is recorded, or replayed in a recorded fork (call_replay).
+            with recording_calls(self.calls) as calls:
+                async with heartbeating(node.id):
+                    value = await node_type.run(ctx)
+            # Bytes in the output are stored as run files, referenced under ``binary``.
+            result = await self.attachments.referenced(execution, as_node_result(value, node.type))
+            check_output(node, result.data)
         except asyncio.CancelledError:
             recording_start.cancel()
             raise
         except Exception as exc:
             failure = _Failure(poster, recording_start, envelope_in, started)
             await self._record_failure(execution, failure, exc)
+            if isinstance(exc, PayloadInvalid):  # the same data fails every attempt
+                raise to_application_error(exc) from exc
             raise
 
         report = build_report(
@@ -145,17 +163,26 @@ class NodeActivities(RunActivities):
             report,
             input=envelope_in,
             output=output_envelope(
-                execution, result.data, ports=result.ports, meta=result.metadata
+                execution,
+                result.data,
+                ports=result.ports,
+                meta=result.metadata,
+                updates=(result.state, result.context),
             ),
             current=not start_recorded,
         )
         # One Redis push: the archiver writes it to MongoDB off the node's path.
-        await self.recorder.archive_later(finished, poster.archive_op())
-        if node.type == TOOL.name:  # a tool node is a tool call for the spend metrics
+        await self.recorder.archive_later(finished, poster.archive_op(), *calls.ops)
+        if node.type == TOOL.name and not calls.hits:  # a tool call for the spend metrics
             metrics.tool_called(execution.run.tenant_id, execution.run.graph_name)
         await self.tasks.node_finished(execution, result.data)
         return NodeOutcome(
-            output=result.data, ports=result.ports, meta=result.metadata, report=report
+            output=result.data,
+            ports=result.ports,
+            meta=result.metadata,
+            report=report,
+            state=result.state,
+            context=result.context,
         )
 
     async def _record_failure(
@@ -235,5 +262,6 @@ def node_context(
         poster=poster,
         visit=execution.visit,
         expressions=budget,
+        inputs=[envelope.resolved(execution.state) for envelope in execution.inputs],
     )
     return raw_params, ctx

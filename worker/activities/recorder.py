@@ -31,7 +31,15 @@ from spindle.shared.store.run_trace import (
 from spindle.worker.archive.operations import ArchiveOperation, UpdateRun
 from spindle.worker.archive.writes import archive_later, archive_write, attached_outbox
 from spindle.worker.contracts import NodeExecution, RunRef
-from spindle.worker.contracts.envelope import NodeMessage, NodeMessageMeta, TraceStep
+from spindle.worker.contracts.envelope import (
+    NodeMessage,
+    NodeMessageMeta,
+    StateUpdate,
+    TraceStep,
+    role_of,
+    traced,
+)
+from spindle.worker.registry import spec_of
 
 if TYPE_CHECKING:
     from spindle.shared.store.archive import RunArchive
@@ -50,6 +58,13 @@ _META_KEYS = frozenset(
         "user_input_needed",
         "uiSchema",
         "ui_schema",
+        "nodeType",
+        "node_type",
+        "role",
+        "startTime",
+        "start_time",
+        "lastNode",
+        "last_node",
     }
 )
 
@@ -113,16 +128,31 @@ def _message_id(execution: NodeExecution, role: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{name}:{execution.visit}:{role}"))
 
 
+def _arrived(execution: NodeExecution) -> NodeMessage | None:
+    """The latest envelope that arrived on an edge into the node (None: a run
+    recorded before envelopes flowed)."""
+    return execution.inputs[-1].message if execution.inputs else None
+
+
 def input_envelope(execution: NodeExecution, payload: Any) -> NodeMessage:
-    """What the node received: its resolved params (and the previous output)."""
+    """What the node received: its resolved params, in the envelope that arrived
+    last (its sender, ports, trace and meta; docs/graphs/envelopes.md)."""
+    arrived = _arrived(execution)
+    meta = NodeMessageMeta(stepId=execution.node.id, status="pending")
+    if arrived is not None:
+        meta = arrived.meta.model_copy(update={"step_id": execution.node.id, "status": "pending"})
     return NodeMessage(
         messageId=_message_id(execution, "in"),
-        **{"from": "_previous"},
+        **{"from": arrived.from_ if arrived is not None else "_previous"},
         to=execution.node.id,
+        fromPort=arrived.from_port if arrived is not None else None,
+        toPort=arrived.to_port if arrived is not None else None,
         timestamp=execution.started_at,
         payload=payload,
         context=_dict(execution.state.get("context")),
-        meta=NodeMessageMeta(stepId=execution.node.id, status="pending"),
+        trace=arrived.trace if arrived is not None else [],
+        traceCount=arrived.trace_count if arrived is not None else None,
+        meta=meta,
     )
 
 
@@ -133,10 +163,27 @@ def output_envelope(
     ports: list[str] | None = None,
     meta: dict[str, Any] | None = None,
     error: str | None = None,
+    updates: tuple[StateUpdate | None, StateUpdate | None] = (None, None),
 ) -> NodeMessage:
-    """What the node produced, in seed 000's envelope."""
+    """What the node produced, in seed 000's envelope: its path so far plus its own
+    step (bounded, see ``traced``), and its writes to shared state and context."""
     now = now_iso()
     port = ports[0] if ports else None
+    arrived = _arrived(execution)
+    step = TraceStep.model_validate({"nodeId": execution.node.id, "port": port, "time": now})
+    trace, count = traced(
+        arrived.trace if arrived else [], (arrived.trace_count or 0) if arrived else 0, step
+    )
+    own = {
+        "stepId": execution.node.id,
+        "status": "error" if error else "done",
+        "error": error,
+        "nodeType": execution.node.type,
+        "role": role_of(spec.runs if (spec := spec_of(execution.node.type)) else None),
+        "lastNode": execution.node.id,
+    }
+    if arrived is not None:
+        own["startTime"] = arrived.meta.start_time
     return NodeMessage(
         messageId=_message_id(execution, "out"),
         **{"from": execution.node.id},
@@ -144,16 +191,14 @@ def output_envelope(
         timestamp=now,
         payload=payload,
         context=_dict(execution.state.get("context")),
-        trace=[TraceStep.model_validate({"nodeId": execution.node.id, "port": port, "time": now})],
+        trace=trace,
+        traceCount=count,
+        # Propagated metadata rides along; the envelope's own keys win.
         meta=NodeMessageMeta.model_validate(
-            {
-                # Propagated metadata rides along; the envelope's own keys win.
-                **{k: v for k, v in (meta or {}).items() if k not in _META_KEYS},
-                "stepId": execution.node.id,
-                "status": "error" if error else "done",
-                "error": error,
-            }
+            {**{k: v for k, v in (meta or {}).items() if k not in _META_KEYS}, **own}
         ),
+        stateUpdates=updates[0],
+        contextUpdates=updates[1],
     )
 
 
@@ -416,7 +461,7 @@ def _trace_fields() -> dict[str, Any]:
 
 
 def _count_prompt(workflow_id: str, pending: Any) -> None:
-    """``agent_items_queue_length``: a prompt is waiting while ``pending_input`` is set."""
+    """``agent_prompts_pending``: a prompt is waiting while ``pending_input`` is set."""
     if isinstance(pending, dict):
         metrics.prompt_asked(workflow_id, str(pending.get("node_id", "")))
     else:

@@ -13,6 +13,8 @@ from functools import cached_property
 from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.platform.settings import Settings
 from spindle.shared.store.archive import RunArchive
+from spindle.worker.activities.attachments import OutputAttachments
+from spindle.worker.activities.call_replay import CallRecorder
 from spindle.worker.activities.recorder import RunRecorder
 from spindle.worker.activities.task_sync import TaskSync
 from spindle.worker.contracts import RunRef
@@ -51,6 +53,17 @@ class RunActivities:
     def tasks(self) -> TaskSync:
         """The seed 003 task records that follow this worker's runs."""
         return TaskSync(self.bus, self.archive)
+
+    @cached_property
+    def attachments(self) -> OutputAttachments:
+        """Where the bytes of node outputs are stored as run files (docs/graphs/items.md)."""
+        return OutputAttachments(self.archive, self.settings)
+
+    @cached_property
+    def calls(self) -> CallRecorder:
+        """Recorded tool calls and LLM turns: recorded by every run, replayed by a
+        recorded fork (docs/replay-and-compare.md#recorded-replay)."""
+        return CallRecorder(self.bus.redis, self.archive, self.settings)
 
     def _poster(self, run: RunRef) -> MessagePoster:
         """A poster for ``run``'s stream, within the settings' message size."""

@@ -22,6 +22,7 @@ from spindle.shared.store.archive import (
     node_report_write,
     run_update,
 )
+from spindle.shared.store.call_records import SaveCallRecords
 from spindle.shared.store.run_trace import NodeFinished, NodeStarted
 
 if TYPE_CHECKING:
@@ -121,7 +122,9 @@ class SaveNodeReport(BaseModel):
         return f"report of node {self.report.node_id} in {self.workflow_id}"
 
 
-ArchiveOperation = SaveMessages | UpdateRun | SaveNodeReport | NodeStarted | NodeFinished
+ArchiveOperation = (
+    SaveMessages | UpdateRun | SaveNodeReport | NodeStarted | NodeFinished | SaveCallRecords
+)
 ArchiveOp = Annotated[ArchiveOperation, Field(discriminator="kind")]
 
 

@@ -13,6 +13,7 @@ Everything here is pure (no I/O, no clock), so workflow code may use it:
 - ``workstream_tools``: the workstream tools as the model sees them.
 """
 
+from spindle.shared.contracts.forks import CallReplay
 from spindle.worker.contracts.activity_models import (
     ArtifactMerge,
     ChatMessage,
@@ -73,6 +74,7 @@ __all__ = [
     "RUN_ITEM_BATCH",
     "TOOL_CALL",
     "ArtifactMerge",
+    "CallReplay",
     "ChatMessage",
     "Empty",
     "InputAcceptance",

@@ -13,9 +13,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from spindle.shared.contracts.budgets import BudgetState, TurnUsage
+from spindle.shared.contracts.envelope import StateUpdate
+from spindle.shared.contracts.forks import CallReplay
 from spindle.shared.contracts.graph_spec import NodeSpec
 from spindle.shared.contracts.runs import NodeReport, PendingInput, RunStatus, UserInput
 from spindle.shared.graphs.node_params import InlineNode
+from spindle.worker.contracts.envelope import InboundEnvelope
 
 
 class RunRef(BaseModel):
@@ -27,6 +30,16 @@ class RunRef(BaseModel):
     workstream_id: str = "main"
     tenant_id: str = "default"
     graph_name: str
+    user_id: str | None = Field(
+        None, description="the user who started the run (its owner); None: a scheduled run"
+    )
+    replay: CallReplay | None = Field(
+        None,
+        description="a fork's replay modes: its tool calls and LLM turns may answer from "
+        "the source run's records (docs/replay-and-compare.md#recorded-replay)",
+        # None for every other run: their activity inputs stay as they were.
+        exclude_if=lambda value: value is None,
+    )
 
 
 class NodeExecution(BaseModel):
@@ -41,15 +54,29 @@ class NodeExecution(BaseModel):
         "its inputs/templates/expressions name (spindle.shared.graphs.state_reads)",
     )
     started_at: str = Field(description="ISO 8601 workflow time the node started")
+    inputs: list[InboundEnvelope] = Field(
+        default_factory=list,
+        description="the envelopes that arrived on the edges into the node, payloads by "
+        "state key (docs/graphs/envelopes.md)",
+        # None arrived (a run recorded before envelopes flowed): the payload stays as it was.
+        exclude_if=lambda value: not value,
+    )
 
 
 class NodeOutcome(BaseModel):
-    """What a node produced: output, chosen ports, metadata and its report."""
+    """What a node produced: output, chosen ports, metadata, its writes to shared
+    state and context, and its report."""
 
     output: Any = None
     ports: list[str] = Field(default_factory=list)
     meta: dict[str, Any] = Field(default_factory=dict)
     report: NodeReport
+    state: StateUpdate | None = Field(
+        None, description="writes to shared state", exclude_if=lambda value: value is None
+    )
+    context: StateUpdate | None = Field(
+        None, description="writes to the run's context", exclude_if=lambda value: value is None
+    )
 
 
 class ToolCall(BaseModel):
@@ -259,6 +286,12 @@ class ItemBatchDone(BaseModel):
 
     succeeded: int
     failed: int
+    llm: TurnUsage | None = Field(
+        None, description="an agent per item: the batch's LLM tokens and cost, all items"
+    )
+    tool_calls: int = Field(
+        0, description="an agent per item: the tool calls its items' agents made, all items"
+    )
 
 
 class ItemCollection(BaseModel):

@@ -1,86 +1,76 @@
-"""The data that travels between nodes: seed 000's NodeMessage envelope, whose
-payload may carry seed 001's ``items[]`` for fan-out."""
+"""The data that travels between nodes: seed 000's NodeMessage envelope (its models
+live in ``spindle.shared.contracts.envelope``, which the gateway publishes too) and
+how one rides in an activity's input.
+
+An envelope on an edge carries no payload in history: the payload is the sending
+node's output, already in the run state, so ``InboundEnvelope.payload_key`` names
+the state key that holds it (``_previous`` when the sender finished last) and the
+node's state projection includes that key. History per node stays constant
+(docs/graphs/envelopes.md).
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
+from spindle.shared.contracts.envelope import (
+    RUN_INPUT_SENDER,
+    TRACE_STEPS_KEPT,
+    ExecutionPayload,
+    Item,
+    NodeError,
+    NodeMessage,
+    NodeMessageMeta,
+    PayloadMeta,
+    StateUpdate,
+    TraceStep,
+    traced,
+)
+from spindle.shared.graphs.node_types import RunKind
 
-class NodeError(BaseModel):
-    """Why a node (or one item) failed."""
+__all__ = [
+    "RUN_INPUT_SENDER",
+    "TRACE_STEPS_KEPT",
+    "ExecutionPayload",
+    "InboundEnvelope",
+    "Item",
+    "NodeError",
+    "NodeMessage",
+    "NodeMessageMeta",
+    "PayloadMeta",
+    "StateUpdate",
+    "TraceStep",
+    "role_of",
+    "traced",
+]
 
-    message: str
-    node_id: str = Field(alias="nodeId")
-    stack: str | None = None
-
-    model_config = ConfigDict(populate_by_name=True)
-
-
-class Item(BaseModel):
-    """One unit of data in a fan-out payload (seed 001)."""
-
-    id: str
-    data: Any = None
-    binary: dict[str, Any] | None = None
-    error: NodeError | None = None
-
-
-class ExecutionPayload(BaseModel):
-    """Seed 001's envelope for item lists: what a ``map`` node fans out over."""
-
-    run_id: str = Field(alias="runId")
-    items: list[Item]
-    context: dict[str, Any] = Field(default_factory=dict)
-    meta: dict[str, Any] = Field(default_factory=dict)
-
-    model_config = ConfigDict(populate_by_name=True)
-
-
-class TraceStep(BaseModel):
-    """A step reference in a NodeMessage's trace."""
-
-    node_id: str = Field(alias="nodeId")
-    port: str | None = None
-    time: str
-
-    model_config = ConfigDict(populate_by_name=True, extra="allow")
+_ROLES = {
+    RunKind.AGENT_LOOP: "agent",
+    RunKind.WORKSTREAM: "agent",
+    RunKind.HUMAN_INPUT: "user",
+}
 
 
-class NodeMessageMeta(BaseModel):
-    """Optional metadata: HITL flags, the prompt's uiSchema, status and error."""
-
-    step_id: str | None = Field(None, alias="stepId")
-    user_input_needed: bool = Field(False, alias="userInputNeeded")
-    ui_schema: dict[str, Any] | None = Field(None, alias="uiSchema")
-    status: Literal["pending", "done", "error"] = "pending"
-    error: str | None = None
-
-    model_config = ConfigDict(populate_by_name=True, extra="allow")
+def role_of(runs: RunKind | None) -> str:
+    """A sender's ``meta.role`` by how its type runs: ``agent`` (agent and workstream
+    nodes), ``user`` (prompts), else ``system``."""
+    return _ROLES.get(runs, "system") if runs is not None else "system"
 
 
-class NodeMessage(BaseModel):
-    """The canonical node-to-node envelope of seed 000.
+class InboundEnvelope(BaseModel):
+    """An envelope that arrived on an edge into a node, without its payload."""
 
-    ``timestamp`` is ISO 8601 and ``messageId`` a UUID; inside a workflow both come
-    from Temporal (``workflow.now()`` / ``workflow.uuid4()``) so replay is exact.
-    """
+    message: NodeMessage
+    payload_key: str = Field(description="the state key holding the payload")
 
-    message_id: str = Field(alias="messageId")
-    from_: str = Field(alias="from")
-    to: str | None = None
-    from_port: str | None = Field(None, alias="fromPort")
-    to_port: str | None = Field(None, alias="toPort")
-    type: Literal["NodeMessage"] = "NodeMessage"
-    timestamp: str
-    payload: Any = None
-    context: dict[str, Any] = Field(default_factory=dict)
-    trace: list[TraceStep] = Field(default_factory=list)
-    meta: NodeMessageMeta = Field(default_factory=NodeMessageMeta)
-
-    model_config = ConfigDict(populate_by_name=True)
-
-    def wire(self) -> dict[str, Any]:
-        """JSON-able dict with the seed's camelCase names."""
-        return self.model_dump(mode="json", by_alias=True)
+    def resolved(self, state: dict[str, Any]) -> NodeMessage:
+        """The envelope with its payload and the run's context filled in from ``state``."""
+        context = state.get("context")
+        return self.message.model_copy(
+            update={
+                "payload": state.get(self.payload_key),
+                "context": context if isinstance(context, dict) else {},
+            }
+        )

@@ -2,6 +2,8 @@
 
 - ``research-agent``: an agent with ``search_notes`` and ``calculator`` → output.
 - ``approval-flow``: tool drafts → prompt (HITL) → router → two branches → output.
+- ``clarify``: prompt (one free-text question) → output; the A2A card's skill that
+  parks in input-required until a follow-up message on the same task answers it.
 - ``pipeline``: tool → tool → conditional edges → output, with ``inputs`` mappings
   and metadata propagation.
 - ``chat``: one interactive agent (knowledge base, calculator, the workstream tools)

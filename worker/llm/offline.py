@@ -6,7 +6,8 @@ Behaviour, always the same for the same input:
    calls every *relevant* tool with arguments taken from that message: the
    ``calculator`` (any tool with a required ``expression``) when the message holds
    an arithmetic expression; any other tool whose required parameters it can fill
-   (strings get the message text, numbers the first number in it).
+   (strings get the message text, numbers the first number in it, a ``tasks``
+   list one task in progress: the message, shortened).
 2. Otherwise it answers with text built from the tool results (or, with none, a
    restatement of the request), followed by the reports of ended workstreams it
    was given since that message (``system`` messages starting
@@ -81,6 +82,9 @@ def derive_arguments(tool: ToolSpec, prompt: str) -> dict[str, Any] | None:
         kind = (props.get(name) or {}).get("type")
         if kind == "string" or kind is None:
             args[name] = prompt
+        elif kind == "array" and name == "tasks":
+            # A plan tool (``update_plan``): the request is the one task in progress.
+            args[name] = [{"title": _shorten(prompt, 80), "status": "in_progress"}]
         elif kind in ("integer", "number"):
             match = _NUMBER.search(prompt)
             if match is None:

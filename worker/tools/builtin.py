@@ -2,7 +2,8 @@
 
 ``search_notes`` (a small knowledge base), ``calculator`` (safe arithmetic with
 ``ast``, never ``eval``), ``word_count``, ``draft_document``, ``extract_keywords``,
-``sentiment`` and ``read_file`` (the calling run's own files, ``run_files``).
+``sentiment``, ``read_file`` (the calling run's own files, ``run_files``) and
+``update_plan`` (posts the agent's plan as a PLAN message, ``ToolContext``).
 Imported by ``spindle.worker.offerings``.
 """
 
@@ -16,6 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from spindle.shared.contracts.errors import ToolError
+from spindle.shared.contracts.messages import PlanTask
+from spindle.worker.tools.context import ToolContext
 from spindle.worker.tools.registry import tool
 from spindle.worker.tools.run_files import read_run_file
 
@@ -269,3 +272,29 @@ async def read_file(path: str, offset: int = 0) -> dict[str, Any]:
         offset: the byte to start at, for a long text (the previous call's next_offset).
     """
     return await read_run_file(path, offset)
+
+
+PLAN_MAX_TASKS = 50
+"""Tasks one ``update_plan`` call may post (docs/graphs/tools.md#plans)."""
+
+
+@tool
+async def update_plan(
+    tasks: list[PlanTask], ctx: ToolContext, explanation: str | None = None
+) -> dict[str, Any]:
+    """Show the user your plan: post the whole task list, each task with its status
+    (pending, in_progress, done). Call it again whenever a task's status changes.
+
+    Args:
+        tasks: every task of the plan, in order: {"title": ..., "status": ...}.
+        explanation: a sentence on what changed, if anything.
+    """
+    if not tasks or len(tasks) > PLAN_MAX_TASKS:
+        raise ToolError(f"tasks: give 1 to {PLAN_MAX_TASKS} tasks, not {len(tasks)}")
+    listed = [task.model_dump() for task in tasks]
+    done = sum(1 for task in tasks if task.status == "done")
+    if ctx.post_plan is None:
+        # A map's agent items post no messages (docs/graphs/items.md).
+        return {"posted": False, "tasks": len(tasks), "done": done}
+    await ctx.post_plan(listed, explanation)
+    return {"posted": True, "tasks": len(tasks), "done": done}

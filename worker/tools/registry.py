@@ -22,6 +22,7 @@ from typing import Any, TypeVar, get_type_hints, overload
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from spindle.shared.contracts.errors import ToolError
+from spindle.worker.tools.context import ToolContext, current_tool_context
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +38,8 @@ class ToolDef:
     description: str
     fn: Callable[..., Any]
     params: type[BaseModel]
+    context_param: str | None = None
+    """The parameter given the call's ``ToolContext`` (not an argument), if any."""
 
     def params_schema(self) -> dict[str, Any]:
         schema = self.params.model_json_schema()
@@ -55,13 +58,15 @@ class ToolDef:
         }
 
     def validate(self, arguments: dict[str, Any]) -> BaseModel:
-        """Check arguments against the signature.
+        """Check arguments against the signature; null-valued arguments are dropped
+        first, so a model's ``"limit": null`` means "the default" (docs/graphs/tools.md).
 
         Raises:
             ToolError: naming each bad argument.
         """
+        present = {name: value for name, value in arguments.items() if value is not None}
         try:
-            return self.params.model_validate(arguments)
+            return self.params.model_validate(present)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}"
@@ -69,10 +74,25 @@ class ToolDef:
             )
             raise ToolError(f"invalid arguments for tool '{self.name}': {problems}") from exc
 
-    async def call(self, arguments: dict[str, Any]) -> Any:
-        """Validate the arguments and run the tool (awaiting it if async)."""
+    async def call(self, arguments: dict[str, Any], context: ToolContext | None = None) -> Any:
+        """Validate the arguments and run the tool (awaiting it if async).
+
+        Args:
+            arguments: the tool's arguments (null values dropped).
+            context: the call's run and node; default: the one set around the call
+                (``spindle.worker.tools.context.calling_with``).
+
+        Raises:
+            ToolError: bad arguments, or a tool that takes a ``ToolContext``
+                called with none.
+        """
         model = self.validate(arguments)
         kwargs = {name: getattr(model, name) for name in type(model).model_fields}
+        if self.context_param is not None:
+            given = context if context is not None else current_tool_context()
+            if given is None:
+                raise ToolError(f"tool '{self.name}' needs the run's context: call it from a node")
+            kwargs[self.context_param] = given
         result = self.fn(**kwargs)
         if inspect.isawaitable(result):
             result = await result
@@ -121,10 +141,14 @@ def tool(
         summary, arg_docs = _docstring_parts(func.__doc__ or "")
         hints = get_type_hints(func)
         fields: dict[str, Any] = {}
+        context_param: str | None = None
         for pname, param in inspect.signature(func).parameters.items():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 raise TypeError(f"tool {tool_name}: *args/**kwargs are not supported")
             annotation = hints.get(pname, Any)
+            if annotation is ToolContext:
+                context_param = pname  # given by the caller, not an argument
+                continue
             default = ... if param.default is inspect.Parameter.empty else param.default
             fields[pname] = (annotation, Field(default, description=arg_docs.get(pname)))
         model = create_model(  # type: ignore[call-overload]
@@ -137,6 +161,7 @@ def tool(
             description=description if description is not None else summary,
             fn=func,
             params=model,
+            context_param=context_param,
         )
         return func
 

@@ -62,6 +62,9 @@ _STOPPED = '{"error": "stopped before this tool ran"}'
 # Turns name the agent's memory (LlmTurnInput.memory_key/thread); histories from before
 # replay without it (docs/conversations.md, Memory).
 MEMORY_PATCH = "agent-memory"
+# Since this patch an agent node's metadata names it and its tenant (seed 004):
+# ``meta.agentId`` / ``meta.tenantId`` for the nodes after it (docs/graphs/index.md).
+AGENT_META_PATCH = "agent-meta-ids"
 
 
 class WorkflowToolbox(Protocol):
@@ -243,7 +246,10 @@ async def run_agent(
         duration_ms=(workflow.now() - started).total_seconds() * 1000,
         output_summary=reply.answer[:200],
     )
-    return NodeOutcome(output=structured_answer(execution, reply.answer), report=report)
+    meta: dict[str, object] = {}
+    if workflow.patched(AGENT_META_PATCH):
+        meta = {"agentId": node.id, "tenantId": execution.run.tenant_id}
+    return NodeOutcome(output=structured_answer(execution, reply.answer), report=report, meta=meta)
 
 
 def structured_answer(execution: NodeExecution, answer: str) -> object:

@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from spindle.worker.contracts import RunRef, policies
     from spindle.worker.workflows.agent_session import AgentSessions
     from spindle.worker.workflows.budget_meter import BudgetMeter
+    from spindle.worker.workflows.edge_envelopes import EdgeEnvelopes
     from spindle.worker.workflows.human_input import HumanInput
     from spindle.worker.workflows.run_deadline import RunDeadline
     from spindle.worker.workflows.run_notices import RunNotices
@@ -46,6 +47,7 @@ class CarriedParts:
     budget: BudgetMeter
     deadline: RunDeadline
     agents: AgentSessions
+    envelopes: EdgeEnvelopes
 
 
 class Handover:
@@ -80,6 +82,8 @@ class Handover:
         parts.prompts.restore(carried.waits, carried.prompts_asked)
         parts.workstreams.restore_counts(carried.workstream_counts)
         parts.workstreams.restore(carried.workstreams)
+        if carried.envelopes is not None:  # None: carried before envelopes flowed
+            parts.envelopes.restore(carried.envelopes)
 
     # -- history volume ---------------------------------------------------------------
 
@@ -182,4 +186,5 @@ class Handover:
             budget=parts.budget.carry() if parts.budget.shown else None,
             deadline_at=parts.deadline.iso,
             prompts_asked=parts.prompts.asked,
+            envelopes=parts.envelopes.carried(),
         )

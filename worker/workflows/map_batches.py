@@ -17,7 +17,10 @@ batch is dispatched (``ItemMeter.take_tools``). At the tool-call cap a page is
 split: the items that fit run, the rest wait (the run pauses) and run after a
 raise as the page's next part (``ItemBatch.first``, activity id
 ``<node>.<visit>.batch.<page>.<first>``); items done are never rerun. A meter
-not at a cap admits whole pages at once: the same activities as always.
+not at a cap admits whole pages at once: the same activities as always. An
+``agent`` per item also spends tokens and makes tool calls in its loop: each
+batch reports its items' spend (``ItemBatchDone.llm``/``tool_calls``), which the
+meter counts when the batch is done (docs/graphs/items.md#an-agent-per-item).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
+    from spindle.shared.contracts.budgets import TurnUsage
     from spindle.shared.graphs.node_params import MapParams
     from spindle.shared.graphs.node_types import NodeTypeSpec
     from spindle.worker.contracts import (
@@ -54,6 +58,14 @@ class ItemMeter(Protocol):
 
     async def take_tools(self, wanted: int = 1) -> int:
         """Admit and count 1 to ``wanted`` items, waiting (or failing) at a cap."""
+        ...
+
+    def llm_used(self, usage: TurnUsage | None) -> None:
+        """Count LLM tokens and cost (an agent per item's)."""
+        ...
+
+    def tools_used(self, count: int = 1) -> None:
+        """Count tool calls (an agent per item's)."""
         ...
 
 
@@ -103,7 +115,7 @@ class _Pages:
     async def _part(self, page: int, first: int, count: int) -> None:
         node = self.stateless.node
         whole = first == 0 and count == page_size(self.plan, page)
-        await workflow.execute_activity(
+        done: ItemBatchDone = await workflow.execute_activity(
             RUN_ITEM_BATCH,
             ItemBatch(
                 execution=self.stateless,
@@ -124,6 +136,10 @@ class _Pages:
             task_queue=node.task_queue,
             priority=policies.node_priority(node),
         )
+        # Only an agent per item reports spend (never in a history recorded before it).
+        if self.meter is not None and (done.llm is not None or done.tool_calls):
+            self.meter.llm_used(done.llm)
+            self.meter.tools_used(done.tool_calls)
 
 
 async def run_map(

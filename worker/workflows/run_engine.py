@@ -49,6 +49,7 @@ from spindle.shared.contracts.errors import (
     RunDeadlineExceeded,
     RunFailed,
     RunStartLimited,
+    StateWriteRefused,
     to_application_error,
 )
 from spindle.shared.contracts.runs import (
@@ -68,6 +69,7 @@ from spindle.shared.graphs.task_tree import task_run_meta
 from spindle.worker.contracts import (
     FINISH_RUN,
     RECORD_RUN_START,
+    CallReplay,
     NodeExecution,
     NodeOutcome,
     RunFinish,
@@ -80,6 +82,7 @@ from spindle.worker.registry import spec_of
 from spindle.worker.workflows.agent_session import AgentSessions
 from spindle.worker.workflows.budget_meter import BudgetMeter
 from spindle.worker.workflows.continue_as_new import CarriedParts, Handover
+from spindle.worker.workflows.edge_envelopes import EdgeEnvelopes
 from spindle.worker.workflows.expression_budget import install as install_expression_budgets
 from spindle.worker.workflows.expression_budget import node_failure, task_budget
 from spindle.worker.workflows.human_input import HumanInput
@@ -143,8 +146,12 @@ class RunEngine:
             workstream_id=run_input.workstream_id,
             tenant_id=run_input.tenant_id,
             graph_name=run_input.graph.name,
+            user_id=run_input.user_id,  # tools and nodes see who started it (seed 004)
+            replay=CallReplay.of(run_input.replay),  # a fork's recorded tools/LLM, else None
         )
         self._record = RunProgress(run_input)
+        # What each taken edge carries to its node (docs/graphs/envelopes.md).
+        self._envelopes = EdgeEnvelopes(run_input.graph, self._run, info.start_time.isoformat())
         # Runs recorded before NODE_VISITS_PATCH stopped a node at 1,000 visits.
         legacy = lambda: not workflow.patched(NODE_VISITS_PATCH)  # noqa: E731
         self._scheduler = GraphScheduler(
@@ -192,6 +199,7 @@ class RunEngine:
                 budget=self.budget,
                 deadline=self._deadline,
                 agents=self.agents,
+                envelopes=self._envelopes,
             ),
         )
         if carried is not None:
@@ -270,6 +278,7 @@ class RunEngine:
     async def _drive(self) -> None:
         carried = self._input.carried
         if carried is None:
+            self._envelopes.start(workflow.now())
             await self._apply(self._scheduler.start())
         else:
             resumed = [Activation(node_id, visit) for node_id, visit in carried.ready]
@@ -297,7 +306,12 @@ class RunEngine:
                     failure = node_failure(done.error)
                     raise _RunFailed(self._failed(done.activation, done.error), failure)
                 node = self._graph.node(node_id)
-                self._record.succeeded(node, done.activation.visit, done.outcome)
+                try:  # its writes to shared state and context may be refused
+                    self._record.succeeded(node, done.activation.visit, done.outcome)
+                except StateWriteRefused as exc:
+                    raise _RunFailed(
+                        self._failed(done.activation, exc), StateWriteRefused
+                    ) from None
                 try:
                     advance = self._scheduler.complete(
                         node_id, done.outcome.ports, self._record.state, task_budget()
@@ -312,6 +326,9 @@ class RunEngine:
                     ) from exc
                 except NodeVisitCapReached as exc:
                     raise _RunFailed(str(exc), NodeVisitsExceeded) from exc
+                self._envelopes.delivered(
+                    node, done.activation.visit, done.outcome.ports, advance.taken, workflow.now()
+                )
                 # A node boundary: continue as new here, before the next nodes start,
                 # if history is long and nothing but answered-to-be prompts is in flight.
                 self._handover.continuing = self._handover.continuing or (
@@ -353,6 +370,7 @@ class RunEngine:
             node = self._graph.node(skip.node_id)
             visit = max(self._scheduler.visits(node.id), 1)
             self._record.skipped(node, visit, skip.reason, now)
+            self._envelopes.skipped(node.id)
         for warning in advance.warnings:
             await self._notices.warn(warning)
         for activation in advance.ready:
@@ -360,32 +378,13 @@ class RunEngine:
                 self._handover.defer(activation)  # started by the next generation
                 continue
             self._started[activation.node_id] = workflow.now()
-            reused = self._reused_outcome(activation)
+            self._envelopes.activated(activation.node_id)
+            reused = reused_outcome(self._input, activation)
             if reused is not None:
                 # A fork: the source run's output stands in; no activity runs.
                 self._completions.append(NodeCompletion(activation, reused, None))
                 continue
             self._tasks[activation.node_id] = asyncio.create_task(self._node_task(activation))
-
-    def _reused_outcome(self, activation: Activation) -> NodeOutcome | None:
-        """The recorded outcome of a node a fork reuses (first visit only), else None."""
-        replayed = self._input.replayed_outputs
-        if activation.visit != 1 or activation.node_id not in replayed:
-            return None
-        node = self._graph.node(activation.node_id)
-        recorded = replayed[node.id]
-        return NodeOutcome(
-            output=recorded.output,
-            meta=recorded.meta,
-            report=NodeReport(
-                node_id=node.id,
-                node_type=node.type,
-                status=NodeStatus.REUSED,
-                started_at=workflow.now().isoformat(),
-                output_summary=f"reused from {self._input.fork_of or 'the source run'}",
-                source_run=self._input.fork_of,
-            ),
-        )
 
     async def _node_task(self, activation: Activation) -> None:
         try:
@@ -476,13 +475,18 @@ class RunEngine:
         spec = spec_of(node.type)
         if node.id not in self._reads:
             self._reads[node.id] = node_state_reads(node, spec)
+        inputs = self._envelopes.inbound(node.id, self._record.state)
+        reads = self._reads[node.id]
+        if reads is not None:  # the envelopes' payloads, by state key
+            reads = reads | {envelope.payload_key for envelope in inputs}
         execution = NodeExecution(
             run=self._run,
             node=node,
             visit=activation.visit,
             # Only what the node reads: history per node stays constant (docs/design.md §4).
-            state=project_state(self._record.state, self._reads[node.id]),
+            state=project_state(self._record.state, reads),
             started_at=workflow.now().isoformat(),
+            inputs=inputs,
         )
         return await self._runners.run(execution, spec)
 
@@ -509,3 +513,24 @@ class RunEngine:
             budget=self.budget.state() if self.budget.shown else None,
             deadline_at=self._deadline.iso,
         )
+
+
+def reused_outcome(run_input: GraphRunInput, activation: Activation) -> NodeOutcome | None:
+    """The recorded outcome of a node a fork reuses (first visit only), else None."""
+    replayed = run_input.replayed_outputs
+    if activation.visit != 1 or activation.node_id not in replayed:
+        return None
+    node = run_input.graph.node(activation.node_id)
+    recorded = replayed[node.id]
+    return NodeOutcome(
+        output=recorded.output,
+        meta=recorded.meta,
+        report=NodeReport(
+            node_id=node.id,
+            node_type=node.type,
+            status=NodeStatus.REUSED,
+            started_at=workflow.now().isoformat(),
+            output_summary=f"reused from {run_input.fork_of or 'the source run'}",
+            source_run=run_input.fork_of,
+        ),
+    )

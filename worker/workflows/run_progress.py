@@ -1,7 +1,9 @@
 """What a run has produced so far: its state, its output and its node reports.
 
 The state holds the input, each node's latest output under its id, the last
-output under ``_previous``, ``context`` and ``meta`` (docs/design.md §4). Reports
+output under ``_previous``, ``context`` and ``meta`` (docs/design.md §4), and the
+graph's shared state under ``state`` when it declares one: nodes' writes to it
+and to ``context`` are applied here, bounded (docs/graphs/index.md#shared-state). Reports
 are bounded: the latest ``REPORTS_KEPT`` and counts by status over the whole run
 (docs/graphs/long-runs.md); every report is in the archive too. The activities
 archive the reports of the nodes they run; the reports the workflow makes itself
@@ -21,11 +23,13 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, FailureError, RetryState
 
 with workflow.unsafe.imports_passed_through():
-    from spindle.shared.contracts.graph_spec import NodeSpec
+    from spindle.shared.contracts.envelope import SHARED_STATE_MAX_BYTES
+    from spindle.shared.contracts.graph_spec import SHARED_STATE_KEY, NodeSpec
     from spindle.shared.contracts.runs import CarriedState, GraphRunInput, NodeReport, NodeStatus
     from spindle.shared.contracts.workstreams import WorkstreamList
     from spindle.shared.graphs.node_types import RunKind
     from spindle.worker.contracts import NodeOutcome, policies
+    from spindle.worker.contracts.shared_state import applied
     from spindle.worker.registry import spec_of
 
 
@@ -48,6 +52,10 @@ class RunProgress:
             "context": dict(run_input.context),
             "meta": dict(run_input.meta),
         }
+        self._writable = run_input.graph.writable
+        if run_input.graph.state is not None:
+            self.state[SHARED_STATE_KEY] = {}
+        self._max_bytes = run_input.shared_state_max_bytes or SHARED_STATE_MAX_BYTES
         self.output: Any = None
         self.output_node_ran = False
         # Bounded: one report per node execution would grow without end (docs/design.md §10).
@@ -82,8 +90,43 @@ class RunProgress:
         self.add(report)
         self.decided[node.id] = report
 
+    def _writes(self, node: NodeSpec, outcome: NodeOutcome) -> dict[str, Any]:
+        """The node's writes to shared state and context, applied to copies.
+
+        Raises:
+            StateWriteRefused: a key not writable, or past ``shared_state_max_bytes``.
+        """
+        changed: dict[str, Any] = {}
+        if outcome.state is not None and not outcome.state.empty():
+            allowed = self._writable
+            if node.writes is not None:
+                allowed = allowed & frozenset(node.writes)
+            current = self.state.get(SHARED_STATE_KEY)
+            changed[SHARED_STATE_KEY] = applied(
+                current if isinstance(current, dict) else {},
+                outcome.state,
+                what="state",
+                allowed=allowed,
+                max_bytes=self._max_bytes,
+            )
+        if outcome.context is not None and not outcome.context.empty():
+            context = self.state.get("context")
+            changed["context"] = applied(
+                context if isinstance(context, dict) else {},
+                outcome.context,
+                what="context",
+                allowed=None,
+                max_bytes=self._max_bytes,
+            )
+        return changed
+
     def succeeded(self, node: NodeSpec, visit: int, outcome: NodeOutcome) -> None:
-        """A node's output goes into the state (and the run's output) and its report is kept."""
+        """A node's output goes into the state (and the run's output) and its report is kept.
+
+        Raises:
+            StateWriteRefused: its writes were refused (nothing of it is kept).
+        """
+        self.state.update(self._writes(node, outcome))
         self.state[node.id] = outcome.output
         self.state["_previous"] = outcome.output
         if outcome.meta:

@@ -110,6 +110,8 @@ class Advance:
     ready: list[Activation] = field(default_factory=list)
     skipped: list[Skip] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    taken: list[int] = field(default_factory=list)
+    """Indexes of the completed node's edges that were taken (their envelopes travel)."""
 
 
 class GraphScheduler:
@@ -250,6 +252,7 @@ class GraphScheduler:
                 continue
             bound = self._loop_bound_hit(i)
             if bound is None:
+                advance.taken.append(i)
                 self._loop_back(i, advance)
                 return advance
             advance.warnings.append(bound)
@@ -259,6 +262,7 @@ class GraphScheduler:
             for i in out
             if i not in self._back
         )
+        advance.taken.extend(i for i, fired in work if fired)
         self._drain(work, advance)
         return advance
 

@@ -9,7 +9,9 @@ segments and absolute paths are a 422 too). An upload above
 ``Settings.max_upload_bytes`` is a 413 and nothing of it is kept. Uploading a
 name again replaces the file. Downloads are always attachments, with
 ``X-Content-Type-Options: nosniff``, so a stored HTML or SVG file never runs in
-the gateway's origin.
+the gateway's origin. A delete (``DELETE /runs/{workflow_id}/files/{name}``) is
+owner-checked like an upload and removes every stored version; the agent's
+``read_file`` then reports the file as not found (docs/conversations.md, Uploads).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, File, Header, Response, UploadFile
+from fastapi import APIRouter, File, Header, Response, UploadFile, status
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
@@ -175,6 +177,25 @@ async def download_file(
         return Response(status_code=304, headers=headers)
     headers["Content-Length"] = str(stored.size)
     return StreamingResponse(store.open(stored), media_type=stored.content_type, headers=headers)
+
+
+@router.delete(
+    "/runs/{workflow_id}/files/{name:path}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    summary="Delete a run's file or artifact (every stored version of the name)",
+    responses={
+        **FILE_RESPONSES,
+        403: {"description": "only the run's owner or a run-control role may delete"},
+        422: {"description": "unsafe name or artifact path, naming the rule (problem+json)"},
+    },
+)
+async def delete_file(
+    workflow_id: str, name: str, *, run: ControllableRunDep, store: FileStoreDep
+) -> Response:
+    name = safe_artifact_path(name)
+    await store.delete(tenant_id=run.tenant_id, workflow_id=workflow_id, name=name)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 def _etag_matches(header: str, etag: str) -> bool:

@@ -7,7 +7,8 @@ registry once Temporal no longer keeps the history). ``GET
 (seed 001 §5's debug sidebar): each execution of the node with the NodeMessage
 envelope it received and the one it produced, and the items that failed in it.
 Live status comes from ``GET /runs/{workflow_id}`` (node reports, current
-nodes) and map counts from the stream's BATCH_PROGRESS messages.
+nodes); ``GET /runs/{workflow_id}/usage`` answers tokens, cost and LLM time per
+node and workstream and the maps' item counts (``services.run_usage``).
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from typing import Any
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from spindle.gateway.api.deps import ArchiveDep, CallerDep, ReadableRunDep
+from spindle.gateway.api.deps import ArchiveDep, BusDep, CallerDep, ReadableRunDep, SettingsDep
 from spindle.gateway.runs.lookup import archived_run
 from spindle.gateway.services.run_records import start_input
+from spindle.gateway.services.run_usage import RunUsage, run_usage
 from spindle.shared.contracts.errors import Conflict, NotFound
 from spindle.shared.contracts.graph_spec import GraphSpec
 
@@ -60,6 +62,15 @@ class NodeExecutionView(BaseModel):
     output: Any = Field(None, description="the NodeMessage envelope the node produced")
     failed_items: list[Any] = Field(
         default_factory=list, description="items of the output that carry an error"
+    )
+    state_updates: dict[str, Any] | None = Field(
+        None, description="the node's writes to shared state: {set, merge, delete}"
+    )
+    context_updates: dict[str, Any] | None = Field(
+        None, description="the node's writes to the run's context: {set, merge, delete}"
+    )
+    launch_id: str | None = Field(
+        None, description="a workstream node: the launch id of the workstream it started"
     )
 
 
@@ -106,6 +117,22 @@ def failed_items(envelope: Any) -> list[Any]:
     return failed[:MAX_FAILED_ITEMS]
 
 
+def launch_of(report: dict[str, Any]) -> str | None:
+    """A workstream node's launch id: the first word of its report's summary, which the
+    workflow writes as ``<launch id> launched`` or ``<launch id> <child state>``."""
+    if report.get("node_type") != "workstream":
+        return None
+    summary = report.get("output_summary")
+    words = summary.split() if isinstance(summary, str) else []
+    return words[0] if len(words) == 2 else None
+
+
+def _updates(envelope: Any, key: str) -> dict[str, Any] | None:
+    """A node's writes to shared state or context, from its output envelope."""
+    updates = envelope.get(key) if isinstance(envelope, dict) else None
+    return updates if isinstance(updates, dict) else None
+
+
 @router.get(
     "/runs/{workflow_id}/nodes/{node_id}",
     response_model=NodeInspection,
@@ -129,7 +156,32 @@ async def inspect_node(
             input=report.get("input"),
             output=report.get("output"),
             failed_items=failed_items(report.get("output")),
+            state_updates=_updates(report.get("output"), "stateUpdates"),
+            context_updates=_updates(report.get("output"), "contextUpdates"),
+            launch_id=launch_of(report),
         )
         for report in reports
     ]
     return NodeInspection(workflow_id=workflow_id, node_id=node_id, executions=executions)
+
+
+@router.get(
+    "/runs/{workflow_id}/usage",
+    response_model=RunUsage,
+    summary="LLM tokens, cost and time per node and workstream; map item counts",
+    responses=VIEW_RESPONSES,
+)
+async def get_run_usage(
+    workflow_id: str,
+    *,
+    run: ReadableRunDep,
+    bus: BusDep,
+    archive: ArchiveDep,
+    settings: SettingsDep,
+) -> RunUsage:
+    return await run_usage(
+        workflow_id,
+        bus=bus,
+        archive=archive if settings.archive_enabled else None,
+        prices=settings.model_prices,
+    )

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Query, Response, status
-from pydantic import BaseModel, Field
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, Field
 
 from spindle.gateway.api.deps import (
     ArchiveDep,
@@ -26,7 +27,23 @@ from spindle.gateway.services.run_control import RunStop
 from spindle.gateway.services.run_starts import start_run
 from spindle.gateway.services.run_views import RunLookup, describe_run
 from spindle.shared.contracts.budgets import BudgetAck, BudgetRaise
+from spindle.shared.contracts.conversations import CONVERSATION_ID_PATTERN
+from spindle.shared.contracts.errors import ValidationFailed
 from spindle.shared.contracts.runs import RunStatus
+from spindle.shared.store.run_queries import MAX_ID_SEARCH, RunFilter
+
+_ISO_DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}")
+
+
+def _iso_date_time(value: Any) -> Any:
+    """Only ISO 8601 text: pydantic would also read ``0.5`` as seconds since 1970."""
+    if isinstance(value, str) and not _ISO_DATE_TIME.match(value):
+        raise ValueError("an ISO 8601 date-time with offset, e.g. 2026-11-29T12:00:00Z")
+    return value
+
+
+IsoDateTime = Annotated[AwareDatetime, BeforeValidator(_iso_date_time)]
+
 
 router = APIRouter(tags=["runs"])
 
@@ -75,23 +92,70 @@ async def create_run(
     return started
 
 
-@router.get("/runs", response_model=RunList, summary="List runs, newest first")
+@router.get(
+    "/runs",
+    response_model=RunList,
+    summary="List runs, newest first; filter by status, graph, id, conversation, time",
+    responses={422: PROBLEMS[422]},
+)
 async def list_runs(
     *,
     archive: ArchiveDep,
     tenant: TenantDep,
     status_filter: Annotated[RunStatus | None, Query(alias="status")] = None,
-    graph: Annotated[str | None, Query(max_length=128)] = None,
+    graph: Annotated[str | None, Query(max_length=128, description="exact graph name")] = None,
+    search: Annotated[
+        str | None,
+        Query(
+            alias="id",
+            min_length=1,
+            max_length=MAX_ID_SEARCH,
+            description="runs whose workflow id contains this text (any case)",
+        ),
+    ] = None,
+    conversation: Annotated[
+        str | None,
+        Query(
+            pattern=CONVERSATION_ID_PATTERN,
+            description="runs of this conversation (the conversation_id they were started with)",
+        ),
+    ] = None,
+    forked_from: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=MAX_ID_SEARCH,
+            description="forks of this run (workflow id; docs/replay-and-compare.md)",
+        ),
+    ] = None,
+    created_after: Annotated[
+        IsoDateTime | None,
+        Query(description="runs created at or after this time (ISO 8601 with offset)"),
+    ] = None,
+    created_before: Annotated[
+        IsoDateTime | None,
+        Query(description="runs created before this time (ISO 8601 with offset)"),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
 ) -> RunList:
-    records, total = await archive.list_runs(
+    if created_after and created_before and created_after >= created_before:
+        problem = "created_after must be before created_before"
+        raise ValidationFailed(
+            problem,
+            errors=[{"in": "query", "field": "created_after", "rule": "order", "message": problem}],
+        )
+    where = RunFilter(
         tenant_id=tenant,
         status=status_filter.value if status_filter else None,
         graph_name=graph,
-        limit=limit,
-        offset=offset,
+        id_contains=search,
+        conversation_id=conversation,
+        forked_from=forked_from,
+        created_after=created_after,
+        created_before=created_before,
     )
+    records, total = await archive.list_runs(where=where, limit=limit, offset=offset)
     return RunList(runs=records, total=total, limit=limit, offset=offset)
 
 

@@ -40,8 +40,15 @@ SSE_RESPONSES: dict[int | str, dict[str, object]] = {
         ),
         "content": {"text/event-stream": {"schema": SSE_EVENT_SCHEMA}},
     },
-    400: {"description": "Last-Event-ID / lastEventId is not a sequence number (problem+json)"},
-    204: {"description": "the conversation ended before the client's cursor"},
+    400: {
+        "description": "Last-Event-ID / lastEventId / after is not a sequence number, or is "
+        "beyond the run's end (problem+json, rule CURSOR_BEYOND_END with lastSeq)"
+    },
+    410: {
+        "description": "the cursor is older than what is kept (problem+json, rule "
+        "CURSOR_EXPIRED with oldestSeq; docs/streaming/gap-free.md)"
+    },
+    204: {"description": "the conversation ended at the client's cursor"},
     401: {"description": "missing, invalid or expired credentials (problem+json)"},
     404: {"description": "unknown run (problem+json)"},
     429: {"description": "the tenant holds its maximum of open streams (problem+json)"},
@@ -92,15 +99,22 @@ async def stream_messages(
         str | None,
         Query(alias="lastEventId", description="for clients that cannot set Last-Event-ID"),
     ] = None,
+    after: Annotated[
+        str | None,
+        Query(description="resume after this seq (the same cursor as Last-Event-ID)"),
+    ] = None,
     access_token: Annotated[
         str | None,
         Query(description="stream token or API key/JWT (EventSource cannot send headers)"),
     ] = None,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
 ) -> EventStreamResponse:
+    # EventSource's own Last-Event-ID (a reconnect) wins over the URL's cursor.
     after_seq = _event_id(last_event_id, "Last-Event-ID")
     if after_seq is None:
         after_seq = _event_id(last_event_id_query, "lastEventId")
+    if after_seq is None:
+        after_seq = _event_id(after, "after")
     follow = RunFollow(
         workflow_id=workflow_id, after_seq=after_seq, since_ts=since, live_only=skip_history
     )

@@ -57,8 +57,11 @@ router = APIRouter(include_in_schema=False)
 
 
 def _asset(name: str) -> Path:
-    """The static file ``name``; only plain names of files that exist (no paths)."""
-    if not name or "/" in name or "\\" in name or name.startswith("."):
+    """The static file ``name``; only plain names of files that exist (no paths but
+    ``vendor/<name>``)."""
+    vendored = name.startswith("vendor/")  # one folder deep: the vendored libraries
+    plain = name.removeprefix("vendor/") if vendored else name
+    if not plain or "/" in plain or "\\" in plain or plain.startswith("."):
         raise NotFound(f"no page asset '{name}'")
     path = STATIC_DIR / name
     if not path.is_file():
@@ -93,6 +96,44 @@ async def runs_page() -> FileResponse:
     return _file(_asset("runs.html"))
 
 
+@router.get(f"{UI_PREFIX}/inbox")
+async def inbox_page() -> FileResponse:
+    """The prompts the signed-in user may answer, across runs (docs/streaming/web-page.md)."""
+    return _file(_asset("inbox.html"))
+
+
+@router.get(f"{UI_PREFIX}/schedules")
+async def schedules_page() -> FileResponse:
+    """The tenant's schedules: list, create, pause, trigger, delete."""
+    return _file(_asset("schedules.html"))
+
+
+@router.get(f"{UI_PREFIX}/evaluations")
+async def evaluations_page() -> FileResponse:
+    """The tenant's evaluations and one evaluation's summary and runs
+    (docs/replay-and-compare.md#evaluations)."""
+    return _file(_asset("evaluations.html"))
+
+
+@router.get(f"{UI_PREFIX}/compare")
+async def compare_page() -> FileResponse:
+    """Two related runs side by side: ``?a=<run>&b=<run>`` (docs/replay-and-compare.md)."""
+    return _file(_asset("compare.html"))
+
+
+@router.get(f"{UI_PREFIX}/spindle-conversation.js")
+async def conversation_component() -> RedirectResponse:
+    """The embeddable ``<spindle-conversation>`` (docs/streaming/embedding.md). A redirect
+    to the asset, so the module's own imports resolve beside it in /ui/assets/."""
+    return RedirectResponse(f"{UI_PREFIX}/assets/spindle-conversation.js", status_code=307)
+
+
+@router.get(f"{UI_PREFIX}/embed-example.html")
+async def embed_example_page() -> FileResponse:
+    """An example page embedding ``<spindle-conversation>`` (docs/streaming/embedding.md)."""
+    return _file(_asset("embed-example.html"))
+
+
 @router.get(f"{UI_PREFIX}/config.json")
 async def ui_config(settings: SettingsDep) -> Response:
     """What the page needs to know before its first API call."""
@@ -111,3 +152,10 @@ async def ui_config(settings: SettingsDep) -> Response:
 @router.get(f"{UI_PREFIX}/assets/{{name}}")
 async def ui_asset(name: str) -> FileResponse:
     return _file(_asset(name))
+
+
+@router.get(f"{UI_PREFIX}/assets/vendor/{{name}}")
+async def ui_vendor_asset(name: str) -> FileResponse:
+    """A vendored front-end library, with its VERSION and LICENSE files beside it
+    (gateway/static/vendor; docs/streaming/web-page.md, "Runs page")."""
+    return _file(_asset(f"vendor/{name}"))

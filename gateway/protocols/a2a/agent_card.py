@@ -8,15 +8,24 @@ client used), one for protocol 1.0 and one for 0.3. Push notifications are
 offered (``capabilities.pushNotifications``: ``spindle.gateway.protocols.a2a.push_watch``).
 
 Two shapes, chosen by the request's ``A2A-Version`` (header, or query parameter,
-A2A 1.0 §3.6):
+A2A 1.0 §3.6) and, when the request names none, by the path:
 
 - ``1.0`` (or later): the card exactly as A2A 1.0 defines it (proto JSON of
   ``AgentCard``), nothing else: strict 1.0 validators refuse unknown members.
-- ``0.3`` or none (§3.6.2: "Agents MUST interpret empty value as 0.3"): the same
-  card plus the 0.3 members (``url``, ``protocolVersion``, ``preferredTransport``,
-  ``additionalInterfaces``, ``security``, 0.3-style ``securitySchemes``), as the
-  a2a-sdk's ``agent_card_to_dict`` writes it. A 0.3 client needs ``url``; a 1.0
-  client (the a2a-sdk's ``parse_agent_card``) reads ``supportedInterfaces`` and
+  Also what ``/.well-known/agent-card.json`` answers without a version: A2A
+  1.0 §14.3 says the resource at that URI "MUST return an AgentCard object as
+  defined in Section 4.4.1" (the card is read before any version is agreed, so
+  §3.6.2's "empty value is 0.3" rule for requests does not pick its shape).
+  A deployment whose clients are 0.3 (they send no version and need ``url``)
+  sets ``SPINDLE_A2A_CARD_DEFAULT_VERSION=0.3``.
+- ``0.3`` (or any ``0.x``): the same card plus the 0.3 members (``url``,
+  ``protocolVersion``, ``preferredTransport``, ``additionalInterfaces``,
+  ``security``, 0.3-style ``securitySchemes``), as the a2a-sdk's
+  ``agent_card_to_dict`` writes it. Also what ``/.well-known/agent-card``
+  (seed 003's path, whose example card has ``url``) and
+  ``/.well-known/agent.json`` (the path of A2A up to 0.2, read only by old
+  clients) answer without a version. A 0.3 client needs ``url``; a 1.0 client
+  (the a2a-sdk's ``parse_agent_card``) reads ``supportedInterfaces`` and
   ignores the rest.
 
 The response varies on ``A2A-Version`` (``Vary``), each shape with its own ETag.
@@ -50,11 +59,11 @@ from a2a.utils.constants import (
     PROTOCOL_VERSION_1_0,
     TransportProtocol,
 )
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse, Response
 from google.protobuf.json_format import MessageToDict
 
-from spindle.gateway.api.deps import ArchiveDep, BaseUrlDep, OptionalIdentityDep
+from spindle.gateway.api.deps import ArchiveDep, BaseUrlDep, OptionalIdentityDep, SettingsDep
 from spindle.shared.contracts.graph_spec import GraphSpec
 
 CARD_PATHS = (AGENT_CARD_WELL_KNOWN_PATH, "/.well-known/agent-card", "/.well-known/agent.json")
@@ -67,7 +76,8 @@ RUN_GRAPH = AgentSkill(
     name="Run an agent graph",
     description=(
         "Runs a registered Spindle graph durably: the message text (or data part) is the "
-        "run's input, message metadata 'graph' names the graph (default research-agent). "
+        "run's input, message metadata 'graph' names the graph (default: the gateway's "
+        "SPINDLE_A2A_DEFAULT_GRAPH, research-agent unless set; 'clarify' asks one question). "
         "A run waiting for a person shows as input-required; answer with a message on the "
         "same task. Fetch this card with your credentials to see every graph your tenant "
         "can run as a skill of its own."
@@ -140,18 +150,34 @@ def build_card(base_url: str, graphs: Sequence[GraphSpec] = ()) -> AgentCard:
     )
 
 
-def wants_v1(version: str | None) -> bool:
-    """Whether an ``A2A-Version`` value asks for 1.0 or later (empty means 0.3)."""
-    major, _, _ = (version or "").strip().partition(".")
+# Paths whose card is the 0.3-compatible one when the request names no version.
+LEGACY_CARD_PATHS = frozenset({"/.well-known/agent-card", "/.well-known/agent.json"})
+
+
+def wants_v1(
+    version: str | None, path: str = AGENT_CARD_WELL_KNOWN_PATH, default: str = "1.0"
+) -> bool:
+    """Whether the card asked for with ``A2A-Version`` ``version`` at ``path`` is the
+    pure 1.0 one: 1.0 or later asks for it, ``0.x`` for the 0.3 shape, and no
+    version takes the path's default (``default`` at the spec's path: the setting
+    ``a2a_card_default_version``; the 0.3 shape at the older paths)."""
+    value = (version or "").strip()
+    if not value:
+        return default == "1.0" and not path.endswith(tuple(LEGACY_CARD_PATHS))
+    major, _, _ = value.partition(".")
     return major.isdigit() and int(major) >= 1
 
 
 def card_json(
-    base_url: str, version: str | None = None, graphs: Sequence[GraphSpec] = ()
+    base_url: str,
+    version: str | None = None,
+    graphs: Sequence[GraphSpec] = (),
+    path: str = AGENT_CARD_WELL_KNOWN_PATH,
+    default: str = "1.0",
 ) -> dict[str, Any]:
-    """The card as a client of protocol ``version`` reads it (see the module docs)."""
+    """The card as a client of protocol ``version`` reads it at ``path`` (module docs)."""
     card = build_card(base_url, graphs)
-    if wants_v1(version):
+    if wants_v1(version, path, default):
         return dict(MessageToDict(card))
     return agent_card_to_dict(card)
 
@@ -179,6 +205,8 @@ def _matches(if_none_match: str | None, etag: str) -> bool:
 
 
 async def get_agent_card(
+    request: Request,
+    settings: SettingsDep,
     base_url: BaseUrlDep,
     identity: OptionalIdentityDep,
     archive: ArchiveDep,
@@ -188,7 +216,8 @@ async def get_agent_card(
         str | None,
         Header(
             alias="A2A-Version",
-            description="1.0: the pure A2A 1.0 card; none or 0.3: with 0.3 fields",
+            description="1.0: the pure A2A 1.0 card; 0.3: with the 0.3 fields; none: "
+            "1.0 at /.well-known/agent-card.json, 0.3 at the two older paths",
         ),
     ] = None,
     a2a_version_query: Annotated[
@@ -205,7 +234,9 @@ async def get_agent_card(
     if identity is not None:
         graphs = await archive.list_graphs(tenant_id=identity.tenant_id)
     version = a2a_version_header or a2a_version_query
-    body = orjson.dumps(card_json(base_url, version, graphs))
+    body = orjson.dumps(
+        card_json(base_url, version, graphs, request.url.path, settings.a2a_card_default_version)
+    )
     etag = _etag(body)
     headers = {
         "ETag": etag,

@@ -55,6 +55,7 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 from spindle.gateway.protocols.a2a.run_events import final_events
 from spindle.gateway.protocols.a2a.task_mapping import (
     TERMINAL_STATES,
+    IdleWatch,
     asks_for_input,
     input_required_event,
     progress_event,
@@ -82,6 +83,9 @@ IDLE_POLL_MAX_SECONDS = 2.0
 CLAIM_BATCH = 16
 PROTOCOL_0_3 = "0.3"
 PROTOCOL_1_0 = "1.0"
+# The id of a push config set without one (the A2A TCK reads it back by this
+# id; the spec leaves it to the server).
+DEFAULT_CONFIG_ID = "default"
 
 # KEYS: watch. ARGV: now ms, lease ms, batch. Claims due tasks by pushing them ahead.
 _CLAIM = """
@@ -128,7 +132,7 @@ def delivery_config(config: TaskPushNotificationConfig, tenant_id: str | None = 
 def validated(
     config: TaskPushNotificationConfig, task_id: str, policy: OutboundPolicy | None = None
 ) -> TaskPushNotificationConfig:
-    """The config to store: an http(s) URL, the task id set, an id (default: the task id).
+    """The config to store: an http(s) URL, the task id set, an id (default: ``default``).
 
     With ``policy``, the URL must also pass what the outbound policy judges
     without DNS (``checked_url`` adds the resolution).
@@ -153,7 +157,7 @@ def validated(
     stored.task_id = task_id
     stored.tenant = ""
     if not stored.id:
-        stored.id = task_id
+        stored.id = DEFAULT_CONFIG_ID
     return stored
 
 
@@ -240,7 +244,12 @@ class PushConfigStore:
         return {_text(k): orjson.loads(v) for k, v in raw.items()}
 
     async def get(self, task_id: str, config_id: str) -> TaskPushNotificationConfig | None:
-        raw = await self.redis.hget(configs_key(task_id), config_id or task_id)
+        """The config ``config_id`` of the task (none given: ``default``)."""
+        key = configs_key(task_id)
+        raw = await self.redis.hget(key, config_id or DEFAULT_CONFIG_ID)
+        if raw is None and not config_id:
+            # Stored before the default id was ``default``: named after the task.
+            raw = await self.redis.hget(key, task_id)
         if raw is None:
             return None
         return _config_of(orjson.loads(raw))
@@ -250,11 +259,15 @@ class PushConfigStore:
         return [_config_of(entries[k]) for k in sorted(entries)]
 
     async def delete(self, task_id: str, config_id: str) -> None:
-        """Forget a config (its queued pushes are dropped); deleting twice is fine."""
-        config_id = config_id or task_id
+        """Forget a config (its queued pushes are dropped); deleting twice is fine.
+
+        No id means ``default`` (and a config stored under the task's id by an
+        earlier release)."""
+        config_ids = [config_id] if config_id else [DEFAULT_CONFIG_ID, task_id]
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.hdel(configs_key(task_id), config_id)
-            pipe.delete(PushOutbox.config_key(queue_root(task_id, config_id)))
+            for one in config_ids:
+                pipe.hdel(configs_key(task_id), one)
+                pipe.delete(PushOutbox.config_key(queue_root(task_id, one)))
             await pipe.execute()
 
 
@@ -317,11 +330,17 @@ class PushWatcher(BackgroundLoop):
         stored = await stored_messages(
             task_id, bus=self.state.bus, archive=archive, after_seq=cursor
         )
+        # An agent that answered and waits: input-required (with its answer when that
+        # arrived in the same tick, else the IDLE's text).
+        watch = IdleWatch()
         for item in stored:
             message = CompactMessage.model_validate_json(item.raw)
             events: list[Event] = []
             finished = False
-            if asks_for_input(message):
+            waiting = watch.event(task_id, message)
+            if waiting is not None:
+                events.append(waiting)
+            elif asks_for_input(message):
                 events.append(input_required_event(task_id, message))
             elif message.ends_conversation:
                 events.extend(await final_events(self._call(entries), task_id, message))

@@ -14,14 +14,19 @@ operation checks the caller's tenant like the REST routes do.
   ``research-agent``) with the message as input (``task_mapping.run_input``),
   through ``run_starter.start_run`` as ``POST /runs`` does;
 - send / stream with the ``taskId`` of a run waiting for input: the message is
-  the ``UserInput`` answer (``services.run_input.signal_run``) and the run resumes;
-- a blocking send returns when the run ends or asks for input; a send's stream
-  ends there too, a subscription only when the run ends;
+  the prompt's answer or a message for the listening agent (``user_message``,
+  ``services.run_input.signal_run``) and the run resumes; with
+  ``metadata.complete`` it ends the listening agent instead (``complete_agent``);
+- a blocking send returns when the run ends or asks for input (a prompt, or an
+  interactive agent that answered and waits: ``input-required`` with its answer);
+  a send's stream ends there too, a subscription only when the run ends;
 - get, cancel and subscribe address the run by its workflow id (get with the
   run's conversation as ``history``: ``task_history``); list reads the tenant's
   runs from the archive;
 - push notification configs (set / get / list / delete, or inline in a send)
-  are stored per task after the same tenant check (``push_watch``).
+  are stored per task after the same tenant check (``push_watch``);
+- get, cancel and subscribe also take the UUID of a seed 003 ``tasks.*`` task
+  (``seed_tasks``): such a task is an A2A task by the same id.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from a2a.types import (
     Task,
     TaskArtifactUpdateEvent,
     TaskPushNotificationConfig,
+    TaskState,
     TaskStatusUpdateEvent,
 )
 from a2a.utils.errors import (
@@ -63,12 +69,24 @@ from a2a.utils.errors import (
 )
 
 from spindle.gateway.protocols.a2a.push_watch import (
+    DEFAULT_CONFIG_ID,
     PushConfigStore,
     checked_url,
     protocol_of,
     validated,
 )
-from spindle.gateway.protocols.a2a.run_events import run_events, send_events
+from spindle.gateway.protocols.a2a.run_events import (
+    resume_cursor,
+    resumed_subscription,
+    run_events,
+    send_events,
+    with_idle_status,
+)
+from spindle.gateway.protocols.a2a.seed_tasks import (
+    cancel_seed_task,
+    find_seed_task,
+    seed_task_events,
+)
 from spindle.gateway.protocols.a2a.spindle_call import (
     CLOSE_WAIT,
     authorize,
@@ -81,8 +99,11 @@ from spindle.gateway.protocols.a2a.task_history import limit_history, task_histo
 from spindle.gateway.protocols.a2a.task_listing import list_tasks
 from spindle.gateway.protocols.a2a.task_mapping import (
     TERMINAL_STATES,
+    is_reply,
+    require_message,
     task_from_run,
 )
+from spindle.gateway.protocols.jsonrpc.task_a2a import a2a_task
 from spindle.gateway.runs.access import RunAction
 from spindle.gateway.services.callers import Caller
 from spindle.gateway.services.run_control import is_run_open, request_cancel
@@ -102,13 +123,18 @@ class SpindleRequestHandler(RequestHandler):
 
     async def on_get_task(self, params: GetTaskRequest, context: ServerCallContext) -> Task | None:
         call = call_of(context)
+        seed = await find_seed_task(call, params.id)
+        if seed is not None:
+            _history_length(params.history_length if params.HasField("history_length") else None)
+            return a2a_task(seed)
         owner = await authorize(call, params.id, RunAction.READ)
         length = _history_length(
             params.history_length if params.HasField("history_length") else None
         )
         detail = await describe(call, params.id)
         history = [] if length == 0 else await task_history(call, detail)
-        return with_history(task_from_run(detail, owner.user_id), history, length)
+        task = await with_idle_status(call, task_from_run(detail, owner.user_id))
+        return with_history(task, history, length)
 
     async def on_list_tasks(
         self, params: ListTasksRequest, context: ServerCallContext
@@ -123,6 +149,9 @@ class SpindleRequestHandler(RequestHandler):
         self, params: CancelTaskRequest, context: ServerCallContext
     ) -> Task | None:
         call = call_of(context)
+        seed = await find_seed_task(call, params.id)
+        if seed is not None:
+            return a2a_task(await cancel_seed_task(call, seed))
         owner = await authorize(call, params.id, RunAction.CONTROL)
         try:
             running = await is_run_open(call, params.id)
@@ -150,6 +179,7 @@ class SpindleRequestHandler(RequestHandler):
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> Task | Message:
         call = call_of(context)
+        require_message(params)
         configuration = params.configuration
         length = None
         if configuration.HasField("history_length"):
@@ -168,12 +198,17 @@ class SpindleRequestHandler(RequestHandler):
             await events.aclose()
         if task is None:
             raise InternalError(message="the run produced no task")
+        if task.status.state == TaskState.TASK_STATE_COMPLETED and is_reply(task):
+            # The graph's output is a message (a2a_output): A2A §3.1.1 lets the
+            # agent answer a send with a Message; the task stays readable by its id.
+            return task.status.message
         return task if length is None else limit_history(task, length)
 
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event, None]:
         call = call_of(context)
+        require_message(params)
         async for event in _with_inline_push(
             send_events(params, call), params, call, protocol_of(context)
         ):
@@ -183,9 +218,22 @@ class SpindleRequestHandler(RequestHandler):
         self, params: SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event, None]:
         call = call_of(context)
+        seed = await find_seed_task(call, params.id)
+        if seed is not None:
+            async for seed_event in seed_task_events(call, seed):
+                yield seed_event
+            return
         owner = await authorize(call, params.id, RunAction.READ)
+        cursor = resume_cursor(context.state.get("headers"))
+        if cursor is not None:
+            # The Spindle resume extension (docs/protocols/a2a.md#resume-by-cursor):
+            # after the cursor, live or from the archive, also once the task finished.
+            async for event in resumed_subscription(call, params.id, owner.user_id, cursor):
+                yield event
+            return
         async with follower_of(call, params.id, from_now=True) as follower:
             task = task_from_run(await describe(call, params.id), owner.user_id)
+            task = await with_idle_status(call, task)
             if task.status.state in TERMINAL_STATES:
                 raise UnsupportedOperationError(
                     message=f"task '{params.id}' has already finished: nothing to subscribe to"
@@ -222,7 +270,7 @@ class SpindleRequestHandler(RequestHandler):
         if config is None:
             raise TaskNotFoundError(
                 message=f"task '{params.task_id}' has no push notification config "
-                f"'{params.id or params.task_id}'"
+                f"'{params.id or DEFAULT_CONFIG_ID}'"
             )
         return masked(config)
 

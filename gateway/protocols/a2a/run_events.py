@@ -5,11 +5,20 @@ then ``working`` status updates for the run's progress messages, until the run
 asks for input (an ``input-required`` update) or ends (the ``result`` artifact
 and ``completed``, or ``failed`` with the error, or ``canceled``), read from
 Temporal and the archive once the workflow closed.
+
+Every event built from a run message carries its cursor in ``metadata``:
+``spindle.seq`` (the message's seq) and ``spindle.eventId`` (``<seq>.<k>``, k
+its index among that message's events). A subscription with the
+``A2A-Last-Event-ID`` header (either form) resumes after it, live or from the
+archive after the run ended (``resumed_events``; the Spindle resume extension,
+docs/protocols/a2a.md#resume-by-cursor, in the direction of A2A #1986); a
+cursor older than what is kept or beyond the run's end is a JSON-RPC -32602
+with ``reason`` CURSOR_EXPIRED / CURSOR_BEYOND_END in its data.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
 from a2a.server.events import Event
@@ -41,8 +50,10 @@ from spindle.gateway.protocols.a2a.spindle_call import (
     wait_closed,
 )
 from spindle.gateway.protocols.a2a.task_mapping import (
+    STATE_BY_STATUS,
+    IdleWatch,
     agent_message,
-    artifact_event,
+    artifact_events,
     asks_for_input,
     input_required_event,
     progress_event,
@@ -53,9 +64,12 @@ from spindle.gateway.protocols.a2a.task_mapping import (
     user_answer,
 )
 from spindle.gateway.runs.access import RunAction
+from spindle.gateway.runs.temporal import describe_workflow, run_status_of
 from spindle.gateway.services.callers import Caller
-from spindle.gateway.services.run_input import RunSignal, signal_run
+from spindle.gateway.services.run_input import RunSignal, complete_agent, signal_run
 from spindle.gateway.services.run_starts import admit_start
+from spindle.gateway.services.run_streams import RunFollow, run_follower
+from spindle.gateway.streams.cursor import CursorOutOfRange
 from spindle.shared.contracts.errors import (
     Conflict,
     NotFound,
@@ -63,10 +77,8 @@ from spindle.shared.contracts.errors import (
     SpindleError,
     ValidationFailed,
 )
-from spindle.shared.contracts.messages import CompactMessage
+from spindle.shared.contracts.messages import MAIN_WORKSTREAM, AgentMessageType, CompactMessage
 from spindle.shared.contracts.runs import RunStatus
-
-DEFAULT_GRAPH = "research-agent"
 
 
 async def send_events(params: SendMessageRequest, call: Caller) -> AsyncGenerator[Event, None]:
@@ -121,13 +133,16 @@ def check_media_types(message: Message) -> None:
 
 async def _start(call: Caller, message: Message, params: SendMessageRequest) -> tuple[str, str]:
     """Start the run a new message asks for; returns its workflow id and graph."""
-    graph = _graph_of(message, params)
+    graph = _graph_of(message, params, call.state.settings.a2a_default_graph)
     try:
         admitted = await admit_start(call)
         spec = await admitted.graph(graph)
         body = StartRunRequest(
             graph=graph,
             input=run_input(message, spec.input_schema),
+            # The message's ids, for graphs that route on them (``meta.a2a``,
+            # docs/protocols/a2a.md: the a2a-tck example graph routes on messageId).
+            meta={"a2a": {"messageId": message.message_id, "contextId": message.context_id}},
             **run_options(message, params),
         )
         started, _ = await admitted.start(body)
@@ -195,21 +210,43 @@ def rate_limited(exc: RateLimited) -> InvalidRequestError:
     )
 
 
-def _graph_of(message: Message, params: SendMessageRequest) -> str:
+def _graph_of(message: Message, params: SendMessageRequest, default: str) -> str:
+    """The graph ``metadata.graph`` names, else ``default`` (``a2a_default_graph``)."""
     for metadata in (message.metadata, params.metadata):
         value = metadata.fields.get("graph") if metadata is not None else None
         if value is not None and value.string_value:
             return value.string_value
-    return DEFAULT_GRAPH
+    return default
+
+
+# A follow-up message's metadata key that ends the listening agent instead of
+# talking to it (``spindle chat``'s ``/done``; docs/protocols/a2a.md).
+COMPLETE_KEY = "complete"
+
+
+def asks_to_complete(message: Message) -> bool:
+    value = message.metadata.fields.get(COMPLETE_KEY) if message.metadata is not None else None
+    return value is not None and value.bool_value
+
+
+async def _deliver(call: Caller, message: Message) -> None:
+    """The message to the run: the prompt's answer or the listening agent's message
+    (``user_message``), or, with ``metadata.complete``, the end of that agent."""
+    task_id = message.task_id
+    if asks_to_complete(message):
+        await complete_agent(call, task_id)
+    else:
+        await signal_run(call, RunSignal(workflow_id=task_id, input=user_answer(message)))
 
 
 async def _answer(call: Caller, message: Message) -> AsyncGenerator[Event, None]:
-    """A follow-up message: the answer to the run's pending prompt, then its events."""
+    """A follow-up message: the answer to the run's pending prompt or a message for
+    its listening agent, then its events."""
     task_id = message.task_id
     owner = await authorize(call, task_id, RunAction.CONTROL)
     async with follower_of(call, task_id, from_now=True) as follower:
         try:
-            await signal_run(call, RunSignal(workflow_id=task_id, input=user_answer(message)))
+            await _deliver(call, message)
         except NotFound as exc:
             raise TaskNotFoundError(message=f"task '{task_id}' was not found") from exc
         except Conflict as exc:
@@ -227,32 +264,181 @@ async def _answer(call: Caller, message: Message) -> AsyncGenerator[Event, None]
         task.history.append(_user_copy(message, task_id))
         task.metadata.update(task_metadata(task_id, owner.user_id, None))
         yield task
-        async for event in run_events(call, task_id, follower):
+        async for event in run_events(call, task_id, follower, after_send=True):
             yield event
 
 
+# The request header of the Spindle resume extension (the name A2A #1986 discusses).
+CURSOR_HEADER = "a2a-last-event-id"
+SEQ_KEY = "spindle.seq"
+EVENT_ID_KEY = "spindle.eventId"
+
+RunEvent = TaskStatusUpdateEvent | TaskArtifactUpdateEvent
+
+
+def resume_cursor(headers: Mapping[str, str] | None) -> tuple[int, int] | None:
+    """The ``A2A-Last-Event-ID`` of a request: ``<seq>`` or ``<seq>.<k>`` (None: absent).
+
+    A bare seq stands for every event of that message (``(seq, max)``).
+
+    Raises:
+        InvalidParamsError: a value that is neither form.
+    """
+    value = (headers or {}).get(CURSOR_HEADER)
+    if value is None or not value.strip():
+        return None
+    seq, dot, index = value.strip().partition(".")
+    if seq.isdigit() and (not dot or index.isdigit()):
+        return int(seq), int(index) if dot else 2**31
+    raise InvalidParamsError(
+        message=f"A2A-Last-Event-ID must be '<seq>' or '<seq>.<k>' (spindle.eventId), "
+        f"got {value!r}",
+        data={"field": "A2A-Last-Event-ID", "reason": "INVALID_CURSOR"},
+    )
+
+
+def cursor_error(exc: CursorOutOfRange) -> InvalidParamsError:
+    """A cursor that cannot be served whole as -32602, its code and bound in ``data``."""
+    # Strings: in 1.0 the data becomes google.rpc.ErrorInfo metadata (string values).
+    data = {key: str(value) for key, value in exc.data().items() if value is not None}
+    return InvalidParamsError(message=exc.detail, data=data)
+
+
+async def resumed_subscription(
+    call: Caller, task_id: str, user_id: str | None, cursor: tuple[int, int]
+) -> AsyncIterator[Event]:
+    """A subscription resumed after ``cursor``: the task as it is now, then its events
+    after the cursor until the run ends, live or from the archive after the end.
+
+    The cursor is checked before anything is sent.
+
+    Raises:
+        InvalidParamsError: the cursor is older than what is kept, or beyond the run's end.
+    """
+    follower = RunFollower(run_follower(call, RunFollow(workflow_id=task_id, after_seq=cursor[0])))
+    try:
+        await follower.__aenter__()
+    except CursorOutOfRange as exc:
+        raise cursor_error(exc) from exc
+    try:
+        yield await _snapshot(call, task_id, user_id)
+        async for event in run_events(call, task_id, follower, until_terminal=True, after=cursor):
+            yield event
+    finally:
+        await follower.__aexit__(None, None, None)
+
+
+async def _snapshot(call: Caller, task_id: str, user_id: str | None) -> Task:
+    """The task as a resumed subscription opens with: its state as Temporal has it.
+
+    Not the whole description (``GetTask`` has it): a client resuming after a
+    cursor has the rest in the events that follow, and describing a long run
+    (its node reports) on every reconnect would cost more than the resume
+    itself. A run Temporal no longer knows is described from the archive.
+    """
+    try:
+        description = await describe_workflow(call.state.temporal, task_id)
+    except SpindleError as exc:
+        raise InternalError(message=exc.detail) from exc
+    if description is None:
+        return task_from_run(await describe(call, task_id), user_id)
+    task = Task(id=task_id, context_id=task_id)
+    task.status.state = STATE_BY_STATUS.get(
+        run_status_of(description), TaskState.TASK_STATE_WORKING
+    )
+    task.metadata.update(task_metadata(task_id, user_id, None))
+    return task
+
+
+# A task read looks this far back in the run's messages for an interactive agent's
+# IDLE and the answer before it (the IDLE is the agent's last post; its answer's
+# streamed chunks come before the answer). Not found there: the task reads as working.
+IDLE_LOOKBACK = 32
+
+
+async def idle_wait(call: Caller, task_id: str) -> TaskStatusUpdateEvent | None:
+    """The ``input-required`` update of a run whose interactive agent has answered and
+    waits for the next user message (its answer as the status message), else None."""
+    bus = call.state.bus
+    last = await bus.last_seq(task_id)
+    watch = IdleWatch()
+    found: TaskStatusUpdateEvent | None = None
+    for item in await bus.history(task_id, after_seq=max(0, last - IDLE_LOOKBACK)):
+        message = CompactMessage.model_validate_json(item.raw)
+        event = watch.event(task_id, message)
+        if event is not None:
+            found = event
+            # Stable: two reads of an unchanged task are equal.
+            found.status.message.message_id = f"{task_id}-idle-{item.seq}"
+        elif message.workstream == MAIN_WORKSTREAM and message.t != AgentMessageType.IDLE:
+            found = None  # the agent took a message since, and works on it
+    return found
+
+
+async def with_idle_status(call: Caller, task: Task) -> Task:
+    """``task`` (working) as ``input-required`` when its interactive agent waits for the
+    next user message (``idle_wait``)."""
+    if task.status.state != TaskState.TASK_STATE_WORKING:
+        return task
+    found = await idle_wait(call, task.id)
+    if found is not None:
+        task.status.CopyFrom(found.status)
+    return task
+
+
+def _stamped(events: list[RunEvent], seq: int, after: tuple[int, int] | None) -> list[RunEvent]:
+    """``events`` of the message at ``seq`` with their cursor, those after ``after`` only."""
+    out = []
+    for index, event in enumerate(events):
+        if after is not None and (seq, index) <= after:
+            continue
+        event.metadata.update({SEQ_KEY: seq, EVENT_ID_KEY: f"{seq}.{index}"})
+        out.append(event)
+    return out
+
+
 async def run_events(
-    call: Caller, task_id: str, follower: RunFollower, *, until_terminal: bool = False
-) -> AsyncIterator[TaskStatusUpdateEvent | TaskArtifactUpdateEvent]:
+    call: Caller,
+    task_id: str,
+    follower: RunFollower,
+    *,
+    until_terminal: bool = False,
+    after: tuple[int, int] | None = None,
+    after_send: bool = False,
+) -> AsyncIterator[RunEvent]:
     """The run's messages as A2A events, until it asks for input or ends.
+
+    A prompt (REQUEST_INPUT) and an interactive agent that answered and waits
+    for the next user message (its IDLE, ``IdleWatch``) both ask for input.
 
     Args:
         until_terminal: go on past a question until the run ends (a
             subscription, A2A §3.1.6: it ends at a terminal state only).
+        after: drop the events up to this ``(seq, k)`` (a resumed subscription).
+        after_send: the follower starts at a follow-up message just sent
+            (``IdleWatch``: an IDLE from before it is not its answer).
     """
-    async for message in follower.messages():
-        if asks_for_input(message):
-            yield input_required_event(task_id, message)
-            if not until_terminal:
+    idle = IdleWatch(after_send=after_send)
+    try:
+        async for seq, message in follower.sequenced():
+            waiting = idle.event(task_id, message)
+            if asks_for_input(message) or waiting is not None:
+                asked = waiting or input_required_event(task_id, message)
+                for event in _stamped([asked], seq, after):
+                    yield event
+                if not until_terminal:
+                    return
+                continue
+            if message.ends_conversation:
+                for event in _stamped(await final_events(call, task_id, message), seq, after):
+                    yield event
                 return
-            continue
-        if message.ends_conversation:
-            for event in await final_events(call, task_id, message):
-                yield event
-            return
-        progress = progress_event(task_id, message)
-        if progress is not None:
-            yield progress
+            progress = progress_event(task_id, message)
+            if progress is not None:
+                for event in _stamped([progress], seq, after):
+                    yield event
+    except CursorOutOfRange as exc:  # what a broken live feed missed is no longer kept
+        raise cursor_error(exc) from exc
 
 
 async def final_events(
@@ -269,7 +455,7 @@ async def final_events(
     state = task.status.state
     events: list[TaskStatusUpdateEvent | TaskArtifactUpdateEvent] = []
     if state == TaskState.TASK_STATE_COMPLETED:
-        events.append(artifact_event(task_id, detail.output))
+        events.extend(artifact_events(task_id, detail.output))
     message = task.status.message if task.status.HasField("message") else None
     if state == TaskState.TASK_STATE_CANCELED:
         message = agent_message(task_id, last.m or f"run {detail.status}")

@@ -5,7 +5,8 @@ The invariant is ``spindle.gateway.streams.follower.StreamFollower``'s
 re-joined (subscribe again, read the missed messages from the store) rather
 than ending the follow, so a follower never misses the message that matters
 (REQUEST_INPUT, COMPLETE, TERMINATED); and each message is handed out parsed,
-since the A2A events are built from its fields.
+since the A2A events are built from its fields (``sequenced``: with its seq,
+the cursor a client resumes from: docs/protocols/a2a.md#resume-by-cursor).
 """
 
 from __future__ import annotations
@@ -48,6 +49,11 @@ class RunFollower:
 
     async def messages(self) -> AsyncIterator[CompactMessage]:
         """Stored messages after the cursor, then live ones, until the conversation ends."""
+        async for _, message in self.sequenced():
+            yield message
+
+    async def sequenced(self) -> AsyncIterator[tuple[int, CompactMessage]]:
+        """``messages()`` with each message's seq (the cursor it leaves the client at)."""
         async with contextlib.aclosing(self._follower.messages()) as messages:
             async for item in messages:
-                yield CompactMessage.model_validate_json(item.raw)
+                yield item.seq, CompactMessage.model_validate_json(item.raw)

@@ -21,14 +21,17 @@ from a2a.types import (
     Message,
     Part,
     Role,
+    SendMessageRequest,
     Task,
     TaskArtifactUpdateEvent,
     TaskState,
     TaskStatus,
     TaskStatusUpdateEvent,
 )
+from a2a.utils.errors import InvalidParamsError
 
 from spindle.gateway.models import RunDetail
+from spindle.gateway.protocols.a2a.a2a_output import REPLY_SUFFIX, declared_artifacts, reply_parts
 from spindle.shared.contracts.messages import MAIN_WORKSTREAM, AgentMessageType, CompactMessage
 from spindle.shared.contracts.runs import RunStatus, UserInput
 
@@ -112,6 +115,39 @@ def result_artifact(output: Any) -> Artifact:
     return Artifact(artifact_id=RESULT_ARTIFACT, name=RESULT_ARTIFACT, parts=[part])
 
 
+def output_artifacts(output: Any) -> list[Artifact]:
+    """The task's artifacts for a run's ``output`` (``a2a_output``: declared
+    artifacts, a message's parts as ``result``, else the output as ``result``)."""
+    declared = declared_artifacts(output)
+    if declared is not None:
+        return declared
+    parts = reply_parts(output)
+    if parts is not None:
+        return [Artifact(artifact_id=RESULT_ARTIFACT, name=RESULT_ARTIFACT, parts=parts)]
+    return [result_artifact(output)]
+
+
+def reply_message(task_id: str, output: Any) -> Message | None:
+    """The agent's reply when the run's output is shaped like a message (``a2a_output``)."""
+    parts = reply_parts(output)
+    if parts is None:
+        return None
+    return Message(
+        message_id=f"{task_id}-{REPLY_SUFFIX}",
+        role=Role.ROLE_AGENT,
+        parts=parts,
+        task_id=task_id,
+        context_id=task_id,
+    )
+
+
+def is_reply(task: Task) -> bool:
+    """Whether a completed task's status message is a message-shaped output's reply."""
+    return task.status.HasField("message") and task.status.message.message_id == (
+        f"{task.id}-{REPLY_SUFFIX}"
+    )
+
+
 def task_from_run(detail: RunDetail, user_id: str | None = None) -> Task:
     """The A2A task of a described run."""
     task_id = detail.workflow_id
@@ -131,9 +167,13 @@ def task_from_run(detail: RunDetail, user_id: str | None = None) -> Task:
         status.message.CopyFrom(
             agent_message(task_id, detail.error or "the run failed", message_id=f"{task_id}-failed")
         )
+    if state == TaskState.TASK_STATE_COMPLETED:
+        reply = reply_message(task_id, detail.output)
+        if reply is not None:
+            status.message.CopyFrom(reply)
     task = Task(id=task_id, context_id=task_id, status=status)
     if state == TaskState.TASK_STATE_COMPLETED:
-        task.artifacts.append(result_artifact(detail.output))
+        task.artifacts.extend(output_artifacts(detail.output))
     task.metadata.update(task_metadata(task_id, user_id, detail.graph_name))
     if detail.run_id:
         task.metadata.update({"runId": detail.run_id})
@@ -150,12 +190,16 @@ def status_event(task_id: str, state: TaskState, message: Message | None) -> Tas
     return event
 
 
-def artifact_event(task_id: str, output: Any) -> TaskArtifactUpdateEvent:
-    event = TaskArtifactUpdateEvent(
-        task_id=task_id, context_id=task_id, artifact=result_artifact(output), last_chunk=True
-    )
-    event.metadata.update({"protocol": PROTOCOL, "rootTaskId": task_id})
-    return event
+def artifact_events(task_id: str, output: Any) -> list[TaskArtifactUpdateEvent]:
+    """One event per artifact of the run's output (``output_artifacts``)."""
+    events = []
+    for artifact in output_artifacts(output):
+        event = TaskArtifactUpdateEvent(
+            task_id=task_id, context_id=task_id, artifact=artifact, last_chunk=True
+        )
+        event.metadata.update({"protocol": PROTOCOL, "rootTaskId": task_id})
+        events.append(event)
+    return events
 
 
 def progress_event(task_id: str, message: CompactMessage) -> TaskStatusUpdateEvent | None:
@@ -181,6 +225,78 @@ def input_required_event(task_id: str, message: CompactMessage) -> TaskStatusUpd
 
 def asks_for_input(message: CompactMessage) -> bool:
     return message.t == AgentMessageType.REQUEST_INPUT and message.workstream == MAIN_WORKSTREAM
+
+
+def waits_for_user(message: CompactMessage) -> bool:
+    """The main IDLE of an interactive agent that answered and waits for the next user
+    message (``waiting_for`` empty: no child it awaits), docs/conversations.md."""
+    if message.t != AgentMessageType.IDLE or message.workstream != MAIN_WORKSTREAM:
+        return False
+    details = message.d if isinstance(message.d, dict) else {}
+    return not details.get("waiting_for")
+
+
+def idle_event(task_id: str, message: CompactMessage, answer: str | None) -> TaskStatusUpdateEvent:
+    """``input-required`` for an agent waiting for the user: its answer as the status
+    message (else the IDLE's own text), ``{"node_id", "awaiting": "message"}`` as data."""
+    details = message.d if isinstance(message.d, dict) else {}
+    data = {"node_id": details.get("node_id"), "awaiting": "message"}
+    text = answer or message.m or "waiting for your message"
+    return status_event(
+        task_id, TaskState.TASK_STATE_INPUT_REQUIRED, agent_message(task_id, text, data)
+    )
+
+
+def status_text(event: TaskStatusUpdateEvent) -> str:
+    """The text of a status update's message."""
+    return "\n".join(t for t in get_text_parts(event.status.message.parts) if t)
+
+
+class IdleWatch:
+    """Turns an interactive agent's IDLE into ``input-required`` with its last answer.
+
+    Fed every message of the run in order. After a follow-up message was sent
+    (``after_send``), an IDLE before any other main message is the agent's wait
+    from before that message and is not taken for its answer to it.
+    """
+
+    def __init__(self, *, after_send: bool = False) -> None:
+        self._answer: str | None = None
+        self._armed = not after_send
+
+    def event(self, task_id: str, message: CompactMessage) -> TaskStatusUpdateEvent | None:
+        """The ``input-required`` update when ``message`` says the agent waits for the user."""
+        if message.workstream != MAIN_WORKSTREAM:
+            return None
+        if message.t != AgentMessageType.IDLE:
+            self._armed = True
+            if message.t == AgentMessageType.ANSWER and message.m:
+                self._answer = message.m
+            return None
+        if not self._armed or not waits_for_user(message):
+            return None
+        answer, self._answer = self._answer, None
+        return idle_event(task_id, message, answer)
+
+
+def require_message(params: SendMessageRequest) -> None:
+    """Refuse a send without a message, or a message without parts or ``messageId``
+    (A2A 1.0 §4.1.4: both required), before anything starts (TCK CORE-ERR-002).
+
+    Raises:
+        InvalidParamsError: naming the missing field.
+    """
+    if not params.HasField("message"):
+        field = "message"
+    elif not params.message.parts:
+        field = "message.parts"
+    elif not params.message.message_id:
+        field = "message.messageId"
+    else:
+        return
+    raise InvalidParamsError(
+        message=f"{field} is required", data={"field": field, "reason": "required"}
+    )
 
 
 def message_text(message: Message) -> str:

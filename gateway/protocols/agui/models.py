@@ -116,6 +116,12 @@ class RejectionCode(StrEnum):
     """A payload the prompt refuses (``metadata.errors`` names each field)."""
     RUN_BUSY = "RUN_BUSY"
     """The thread's run is still running and takes no (or no new) user message."""
+    CURSOR_EXPIRED = "CURSOR_EXPIRED"
+    """A reconnect whose run's messages are no longer kept (``metadata.oldestSeq``)."""
+    CURSOR_BEYOND_END = "CURSOR_BEYOND_END"
+    """A reconnect's ``Last-Event-ID`` past the run's last message (``metadata.lastSeq``)."""
+    CURSOR_NOT_IN_RUN = "CURSOR_NOT_IN_RUN"
+    """A reconnect's ``Last-Event-ID`` outside this AG-UI run's events (another run's)."""
 
 
 class AguiRejection(BaseModel):

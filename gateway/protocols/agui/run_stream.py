@@ -21,7 +21,12 @@ machine-readable ``code`` (``AguiRejection``), and nothing is started or answere
 
 ``AguiEventStream`` then follows the run's messages (``services.run_streams``: the
 gap-free follow every stream uses), maps them with ``SegmentMapper`` and writes
-AG-UI SSE frames until the segment ends.
+AG-UI SSE frames until the segment ends. A reconnect (``Last-Event-ID``
+``<seq>.<k>``) works live and, for as long as the archive keeps the run, after
+its end; a cursor that cannot be served whole is one RUN_ERROR with a ``code``:
+CURSOR_EXPIRED (the segment's messages are no longer kept), CURSOR_BEYOND_END
+(past the run's last message) or CURSOR_NOT_IN_RUN (an event id of another AG-UI
+run), never a silent jump (docs/streaming/gap-free.md).
 """
 
 from __future__ import annotations
@@ -55,6 +60,14 @@ from spindle.gateway.services.run_input import RunSignal, signal_run
 from spindle.gateway.services.run_starts import admit_start
 from spindle.gateway.services.run_streams import RunFollow, check_closed, run_follower
 from spindle.gateway.services.run_views import RunLookup, authorize, await_close, describe_run
+from spindle.gateway.streams.cursor import (
+    CURSOR_NOT_IN_RUN,
+    CursorBeyondEnd,
+    CursorExpired,
+    CursorOutOfRange,
+    reached,
+)
+from spindle.gateway.streams.follower import Sequenced
 from spindle.gateway.streams.history import stored_messages
 from spindle.shared.contracts.errors import (
     Conflict,
@@ -358,6 +371,26 @@ def _answer(entry: AguiResumeEntry, prompt: CompactMessage, run_id: str) -> User
     )
 
 
+def _renumbered(events: list[AguiEvent]) -> list[AguiEvent]:
+    """``events`` with each message's events numbered 0, 1, … in order.
+
+    The segment's last message has the events ``feed`` built and those ``finish``
+    added, each numbered from 0: as one list their ids stay unique, so a
+    reconnect after any of them resumes at the next.
+    """
+    out: list[AguiEvent] = []
+    for event in events:
+        index = out[-1].index + 1 if out and out[-1].seq == event.seq else 0
+        out.append(AguiEvent(event.seq, index, event.body))
+    return out
+
+
+def _cursor_rejection(exc: CursorOutOfRange) -> AguiRejection:
+    code = RejectionCode(exc.code)
+    metadata = {k: v for k, v in exc.data().items() if k != "reason" and v is not None}
+    return AguiRejection(code=code, message=exc.detail, metadata=metadata)
+
+
 class AguiEventStream:
     """The AG-UI events of one segment, as SSE frames, after the client's cursor.
 
@@ -378,6 +411,8 @@ class AguiEventStream:
         self._call = call
         self._record = record
         self._after = after
+        self._rejection: AguiRejection | None = None
+        self._last_id = (record.start_seq, -1)
         self._mapper = SegmentMapper(
             thread_id=body.thread_id,
             run_id=body.run_id,
@@ -390,23 +425,58 @@ class AguiEventStream:
         self._follower = run_follower(call, follow, keepalive=True)
 
     async def open(self) -> None:
-        """Subscribe, then read the backlog: nothing posted from here on is missed."""
-        await self._follower.open()
+        """Subscribe, then read the backlog: nothing posted from here on is missed.
+
+        A cursor the segment cannot serve whole makes the stream one RUN_ERROR.
+        """
+        try:
+            await self._check_cursor()
+            await self._follower.open()
+        except CursorOutOfRange as exc:
+            self._rejection = _cursor_rejection(exc)
+
+    async def _check_cursor(self) -> None:
+        """Refuse an event id of another AG-UI run, or one past the run's last message."""
+        if self._after is None:
+            return
+        seq, start = self._after[0], self._record.start_seq
+        workflow_id = self._record.workflow_id
+        if seq < start:
+            raise _NotInRun(workflow_id, seq, start)
+        state = self._call.state
+        last = await reached(workflow_id, seq, bus=state.bus, archive=state.archive_if_enabled())
+        if last < seq:
+            raise CursorBeyondEnd(workflow_id, seq, last)
 
     async def close(self) -> None:
         await self._follower.close()
 
     def _frames(self, events: list[AguiEvent]) -> bytes:
+        if events:
+            self._last_id = (events[-1].seq, events[-1].index)
         return b"".join(e.frame() for e in events if e.after(self._after))
+
+    def _past_the_end(self) -> bytes:
+        """A RUN_ERROR when the cursor lies past every event of this AG-UI run."""
+        if self._after is None or self._after <= self._last_id:
+            return b""
+        error = _NotInRun(self._record.workflow_id, self._after[0], self._record.start_seq)
+        return _cursor_rejection(error).frame()
 
     async def frames(self) -> AsyncGenerator[bytes, None]:
         """SSE frames until the AG-UI run ends (keep-alive comments when idle)."""
+        if self._rejection is not None:
+            yield self._rejection.frame()
+            return
         mapper = self._mapper
         yield self._frames(mapper.opening()) or KEEPALIVE
         idle = 0
         every = self._call.state.settings.sse_closed_check_keepalives
         async with contextlib.aclosing(self._follower.batches()) as batches:
-            async for batch in batches:
+            while (batch := await self._next(batches)) is not None:
+                if isinstance(batch, CursorExpired):
+                    yield _cursor_rejection(batch).frame()
+                    return
                 if not batch:
                     idle += 1
                     if every and idle % every == 0:
@@ -417,16 +487,28 @@ class AguiEventStream:
                 out: list[bytes] = []
                 for stored in batch:
                     message = CompactMessage.model_validate_json(stored.raw)
-                    out.append(self._frames(mapper.feed(stored.seq, message)))
+                    events = mapper.feed(stored.seq, message)
                     if mapper.end is not None:
-                        break
-                if mapper.end is not None:
-                    out.append(self._frames(mapper.finish(await self._result())))
-                    yield b"".join(out)
-                    return
+                        events = _renumbered(events + mapper.finish(await self._result()))
+                        out.append(self._frames(events))
+                        yield b"".join(out) + self._past_the_end()
+                        return
+                    out.append(self._frames(events))
                 chunk = b"".join(out)
                 if chunk:
                     yield chunk
+
+    @staticmethod
+    async def _next(
+        batches: AsyncGenerator[list[Sequenced], None],
+    ) -> list[Sequenced] | CursorExpired | None:
+        """The follower's next batch; what a catch-up found no longer kept; None at the end."""
+        try:
+            return await anext(batches)
+        except StopAsyncIteration:
+            return None
+        except CursorExpired as exc:
+            return exc
 
     async def _closed_check(self) -> None:
         """A run Temporal closed without Spindle gets its closing message (ends the stream)."""
@@ -444,3 +526,18 @@ class AguiEventStream:
             log.warning("agui: run %s did not close within %s", workflow_id, CLOSE_WAIT)
         detail = await describe_run(self._call, RunLookup(workflow_id=workflow_id))
         return detail.output if detail.status == RunStatus.COMPLETED else None
+
+
+class _NotInRun(CursorOutOfRange):
+    """An AG-UI event id outside this AG-UI run's segment (another run's)."""
+
+    code = CURSOR_NOT_IN_RUN
+
+    def __init__(self, workflow_id: str, seq: int, start_seq: int) -> None:
+        super().__init__(
+            workflow_id,
+            seq,
+            f"Last-Event-ID {seq}.* is not an event of this AG-UI run (its events start at "
+            f"{start_seq}.0 and end before it): an event id of another run",
+            {"startSeq": start_seq},
+        )

@@ -1,4 +1,4 @@
-"""JSON-RPC 2.0 over HTTP: ``POST /`` and ``POST /tasks`` (seed 003).
+"""JSON-RPC 2.0 over HTTP: ``POST /`` and ``POST /tasks`` (seed 003), and WebSocket ``/ws``.
 
 Both paths answer the same methods: seed 003's ``tasks.*`` and, through the
 A2A bridge, the A2A protocol's. The body is read raw (not through FastAPI's
@@ -16,8 +16,12 @@ from spindle.gateway.protocols.jsonrpc import (  # noqa: F401
     task_methods,
     task_queries,
 )
+from spindle.gateway.protocols.jsonrpc.websocket import PATH as WS_PATH
+from spindle.gateway.protocols.jsonrpc.websocket import jsonrpc_websocket
 
 router = APIRouter(tags=["json-rpc"])
+# The same methods over WebSocket, streams pushed as notifications (websocket.py).
+router.add_api_websocket_route(WS_PATH, jsonrpc_websocket)
 
 
 @router.post("/", include_in_schema=False)

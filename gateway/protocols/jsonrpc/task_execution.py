@@ -21,6 +21,10 @@ update of the tree POSTed to its URL by the workers' push delivery loop
 the same fields of ``POST /runs`` set, checked the same way (-32602 naming
 ``params.<field>``) before the tree is claimed.
 
+``response_format`` ``a2a`` or ``a2a-0.3`` answers with the root task in A2A's
+``Task`` shape instead (``task_a2a``; not with streaming); A2A's get, cancel and
+subscribe take the same id (``spindle.gateway.protocols.a2a.seed_tasks``).
+
 ``tasks.cancel`` of any task of an executing tree cancels the whole run (its
 workflow is cancelled; every active task of the tree becomes ``cancelled`` at
 once, the root last); a task that never ran is cancelled alone.
@@ -43,6 +47,7 @@ from spindle.gateway.protocols.jsonrpc.registry import (
     task_store,
     tasks_method,
 )
+from spindle.gateway.protocols.jsonrpc.task_a2a import a2a_task, response_format, task_json
 from spindle.gateway.protocols.jsonrpc.task_event_stream import task_event_frames
 from spindle.gateway.protocols.jsonrpc.task_params import (
     invalid,
@@ -52,6 +57,7 @@ from spindle.gateway.protocols.jsonrpc.task_params import (
 from spindle.gateway.protocols.jsonrpc.task_rules import require_control
 from spindle.gateway.runs.task_runs import settle_run_tasks
 from spindle.gateway.runs.temporal import new_workflow_id
+from spindle.gateway.services.callers import Caller
 from spindle.gateway.services.run_control import request_cancel
 from spindle.gateway.services.run_starts import admit_start, scoped_idempotency_key
 from spindle.gateway.services.run_streams import serve_under, take_slot
@@ -151,6 +157,13 @@ async def execute(params: dict[str, Any], ctx: RpcContext) -> Any:
     """Validate a task tree and run it as one graph run (see the module docstring)."""
     store = await task_store(ctx)
     streaming = wants_stream(params, ctx.envelope) and not ctx.in_batch
+    fmt = response_format(params)
+    if streaming and fmt != "seed":
+        raise invalid(
+            "response_format",
+            "applies to the non-streaming answer; stream the task as A2A with "
+            "SubscribeToTask / tasks/resubscribe and the root task id",
+        )
     # Refused here, before anything is claimed, when the URL is not allowed.
     push = await checked_push_config(ctx.envelope, params, outbound_policy(ctx.state.settings))
     options = run_options(params)
@@ -162,13 +175,17 @@ async def execute(params: dict[str, Any], ctx: RpcContext) -> Any:
     # Both limits are taken before the tree is claimed: a refusal leaves it untouched.
     lease = await take_slot(ctx.caller) if streaming else None
     try:
-        return await _execute(
+        body = await _execute(
             ctx, store, tasks, root_id, graph=graph, push=push, lease=lease, options=options
         )
     except BaseException:
         if lease is not None:
             await lease.release()
         raise
+    if fmt == "seed" or not isinstance(body, dict):
+        return body
+    root_now = await store.find(ctx.identity.tenant_id, root_id)
+    return task_json(a2a_task(root_now or root), fmt)
 
 
 async def _execute(
@@ -257,8 +274,7 @@ async def cancel(params: dict[str, Any], ctx: RpcContext) -> dict[str, Any]:
     if not isinstance(task_id, str):
         raise invalid("task_id", "required (a task UUID)")
     require_uuid(task_id, "task_id")
-    tenant = ctx.identity.tenant_id
-    task = await store.find(tenant, task_id)
+    task = await store.find(ctx.identity.tenant_id, task_id)
     if task is None:
         raise NotFound(f"task {task_id} not found")
     require_control(ctx, task)
@@ -266,22 +282,33 @@ async def cancel(params: dict[str, Any], ctx: RpcContext) -> dict[str, Any]:
         if task.status == "cancelled":
             return {"task_id": task_id, "status": "cancelled"}
         raise Conflict(f"task {task_id} is {task.status}; only pending or in_progress tasks cancel")
-    tracker = _tracker(ctx, store)
+    current = await cancel_task(ctx.caller, store, task)
+    return {"task_id": task_id, "status": current.status if current else "cancelled"}
+
+
+async def cancel_task(caller: Caller, store: TaskStore, task: Task) -> Task | None:
+    """Cancel ``task`` (not terminal; the caller may control it): the run of its tree
+    and every task still active, or the task alone if it never ran. Also A2A's
+    ``CancelTask`` of a ``tasks.*`` task (``protocols.a2a.seed_tasks``).
+
+    Returns:
+        The task as it is now (None if it was deleted meanwhile).
+    """
+    tenant = caller.tenant_id
+    tracker = TaskTracker(store, caller.state.bus.redis)
     if task.workflow_id and task.root_task_id:
         # Already closed: the task documents are what is left to settle.
-        await request_cancel(ctx.caller, task.workflow_id, closed_ok=True)
+        await request_cancel(caller, task.workflow_id, closed_ok=True)
         await settle_run_tasks(
             store,
             tracker,
             tenant,
             task.workflow_id,
             run_status="canceled",
-            error=f"cancelled by {ctx.identity.user_id}",
+            error=f"cancelled by {caller.user_id}",
         )
     else:
         await tracker.transition(
-            tenant, task_id, task_id, status="cancelled", error="cancelled before it ran"
+            tenant, task.id, task.id, status="cancelled", error="cancelled before it ran"
         )
-    current = await store.find(tenant, task_id)
-    status = current.status if current is not None else "cancelled"
-    return {"task_id": task_id, "status": status}
+    return await store.find(tenant, task.id)

@@ -27,7 +27,8 @@ from starlette.types import Receive, Scope, Send
 
 from spindle.gateway.http.problems import UnsupportedMediaType, spindle_problem
 from spindle.gateway.protocols.mcp.openapi import document_mcp
-from spindle.gateway.protocols.mcp.tools import SCOPE_KEY, build_server
+from spindle.gateway.protocols.mcp.server import build_server
+from spindle.gateway.protocols.mcp.tools import SCOPE_KEY
 from spindle.gateway.services.callers import caller_for
 from spindle.gateway.services.run_streams import hold_slot
 from spindle.gateway.services.state import GatewayState, gateway_state

@@ -16,6 +16,9 @@ request scope (docs/protocols/mcp.md).
   can carry one, otherwise (2026-07-28 protocol) an ``InputRequiredResult`` whose
   ``request_state`` names the run; the answer is delivered with ``signal_run``
   and the run is followed on;
+- a ``tools/call`` with ``task`` (MCP Tasks) is taken before this module by
+  ``spindle.gateway.protocols.mcp.tasks``, which reuses ``start``, ``elicit`` and
+  ``run_result``; every tool says ``execution.taskSupport: optional``;
 - following a run holds one of the tenant's stream slots (``run_streams.take_slot``),
   taken before the run starts: a call refused at ``max_streams_per_tenant`` starts nothing.
 
@@ -34,14 +37,19 @@ from typing import Any
 import mcp_types as types
 import orjson
 from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 from spindle.gateway.limits.tenant_limits import StreamLease
 from spindle.gateway.models import RunDetail, StartRunRequest
 from spindle.gateway.protocols.a2a.run_follower import RunFollower
 from spindle.gateway.protocols.a2a.spindle_call import CLOSE_WAIT
-from spindle.gateway.protocols.a2a.task_mapping import PROGRESS_TYPES, asks_for_input
+from spindle.gateway.protocols.a2a.task_mapping import (
+    PROGRESS_TYPES,
+    IdleWatch,
+    asks_for_input,
+    status_text,
+)
+from spindle.gateway.protocols.mcp.conversation import converse
 from spindle.gateway.runs.access import RunAction
 from spindle.gateway.services.callers import Caller
 from spindle.gateway.services.run_input import RunSignal, signal_run
@@ -63,6 +71,7 @@ log = logging.getLogger(__name__)
 SCOPE_KEY = "spindle.mcp"
 ANSWER_KEY = "answer"
 OPEN_OBJECT: dict[str, Any] = {"type": "object"}
+TOOL_EXECUTION = types.ToolExecution(task_support="optional")
 
 
 Context = ServerRequestContext[dict[str, Any], Any]
@@ -92,6 +101,9 @@ async def list_tools(
                 name=spec.name,
                 description=spec.description or f"Run the graph '{spec.name}'",
                 input_schema=spec.input_schema or OPEN_OBJECT,
+                # A graph run may take minutes: a client may call it as a task
+                # (spindle.gateway.protocols.mcp.tasks) and come back for the result.
+                execution=TOOL_EXECUTION,
             )
             for spec in specs
         ]
@@ -109,7 +121,7 @@ async def call_tool(
     # The slot first: a call refused at the stream cap must not have started its run.
     lease = await _slot(caller)
     try:
-        started = await _start(caller, params)
+        started = await start(caller, params)
     except BaseException:
         await lease.release()
         raise
@@ -139,7 +151,7 @@ def _input_refused(name: str, exc: ValidationFailed) -> types.CallToolResult:
     )
 
 
-async def _start(caller: Caller, params: types.CallToolRequestParams) -> str | types.CallToolResult:
+async def start(caller: Caller, params: types.CallToolRequestParams) -> str | types.CallToolResult:
     """The started run's workflow id, or the tool error of arguments the graph refuses."""
     if not await graph_is_registered(caller, params.name):
         raise _invalid(f"unknown tool '{params.name}' (no graph of that name is registered)")
@@ -234,24 +246,29 @@ async def _follow(
         async with _follower(caller, workflow_id, from_now=from_now) as follower:
             if answer is not None:
                 await _deliver(caller, workflow_id, answer)
+            idle = IdleWatch(after_send=from_now)
             async for message in follower.messages():
                 if asks_for_input(message):
-                    asked = await _elicit(ctx, caller, workflow_id, message)
+                    asked = await elicit(ctx, caller, workflow_id, message)
                     if asked is not None:
                         return asked
                     continue
+                waiting = idle.event(workflow_id, message)
+                if waiting is not None:  # an interactive agent answered and waits
+                    await converse(ctx, caller, workflow_id, status_text(waiting))
+                    continue
                 if message.ends_conversation:
-                    return await _result(caller, workflow_id, message)
+                    return await run_result(caller, workflow_id, message)
                 if message.t in PROGRESS_TYPES and message.m:
                     step += 1
                     await ctx.session.report_progress(step, None, message.m)
                     await lease.refresh()
-        return await _result(caller, workflow_id, None)
+        return await run_result(caller, workflow_id, None)
     finally:
         await lease.release()
 
 
-async def _elicit(
+async def elicit(
     ctx: Context, caller: Caller, workflow_id: str, message: CompactMessage
 ) -> types.InputRequiredResult | None:
     """Ask the client for the prompt's answer.
@@ -276,7 +293,7 @@ async def _elicit(
     )
 
 
-async def _result(
+async def run_result(
     caller: Caller, workflow_id: str, last: CompactMessage | None
 ) -> types.CallToolResult:
     """The run's output (or its error) once Temporal reports it closed."""
@@ -302,14 +319,4 @@ def _tool_result(detail: RunDetail, last: CompactMessage | None) -> types.CallTo
         content=[types.TextContent(text=text)],
         structured_content=output if isinstance(output, dict) else None,
         _meta=meta,
-    )
-
-
-def build_server() -> Server[dict[str, Any]]:
-    """The MCP server (one per gateway process)."""
-    return Server(
-        "spindle",
-        instructions="Each tool runs one of your registered Spindle graphs.",
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
     )

@@ -137,10 +137,34 @@ class MongoSettings(BaseModel):
         description="Archive runs, messages and node reports in MongoDB",
         validation_alias=_env("ARCHIVE_ENABLED"),
     )
+    archive_retention_days: float = Field(
+        90,
+        ge=1,
+        description="Days the archive keeps a run (its messages, node reports, trace): "
+        "`spindle archive prune` without `--older-than-days` deletes older ones. A stream "
+        "resumes from any cursor (SSE, A2A, AG-UI, MCP) for this long; an older cursor "
+        "gets an explicit CURSOR_EXPIRED answer",
+        validation_alias=_env("ARCHIVE_RETENTION_DAYS"),
+    )
     archive_port_data_max_bytes: int = Field(
         16_384,
         ge=0,
         description="Largest node output (JSON bytes) kept in a run document's portData; "
         "a larger one is kept as a summary (its node report has it whole)",
         validation_alias=_env("ARCHIVE_PORT_DATA_MAX_BYTES"),
+    )
+    call_records_max_per_run: int = Field(
+        10_000,
+        ge=0,
+        description="Tool calls and LLM turns a run records for recorded replay "
+        "(docs/replay-and-compare.md#recorded-replay); later ones are not recorded, and a "
+        "fork replaying them misses. 0: record nothing",
+        validation_alias=_env("CALL_RECORDS_MAX_PER_RUN"),
+    )
+    call_record_max_result_bytes: int = Field(
+        262_144,
+        ge=0,
+        description="Largest result (JSON bytes) of one recorded tool call or LLM turn; a "
+        "larger one is not recorded, and a fork replaying it misses",
+        validation_alias=_env("CALL_RECORD_MAX_RESULT_BYTES"),
     )

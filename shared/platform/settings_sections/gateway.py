@@ -28,6 +28,25 @@ class GatewaySettings(BaseModel):
         description="The gateway URL as clients reach it (behind a proxy); default: host and port",
         validation_alias=_env("PUBLIC_URL"),
     )
+    a2a_default_graph: str = Field(
+        "research-agent",
+        min_length=1,
+        description=(
+            "The graph an A2A message runs when neither its metadata nor the send's names "
+            "one ('graph'); a2a-tck plays the A2A TCK's scenarios for a stock TCK run "
+            "(docs/protocols/a2a.md)"
+        ),
+        validation_alias=_env("A2A_DEFAULT_GRAPH"),
+    )
+    a2a_card_default_version: Literal["1.0", "0.3"] = Field(
+        "1.0",
+        description=(
+            "The shape of the A2A agent card at /.well-known/agent-card.json when the request "
+            "names no A2A-Version: 1.0 (A2A 1.0 section 14.3) or 0.3 (for A2A 0.3 clients, "
+            "which send no version and need the card's url)"
+        ),
+        validation_alias=_env("A2A_CARD_DEFAULT_VERSION"),
+    )
     sse_keepalive_seconds: float = Field(
         15.0,
         gt=0,
@@ -98,6 +117,17 @@ class GatewaySettings(BaseModel):
         ge=1024,
         description="Largest request body the gateway accepts, in bytes",
         validation_alias=_env("MAX_BODY_BYTES"),
+    )
+    compare_max_diff_entries: int = Field(
+        200,
+        ge=1,
+        le=10_000,
+        description=(
+            "Most entries of the output diff GET /runs/{a}/compare/{b} answers (and the "
+            "evaluations' compares); past it the diff says truncated "
+            "(docs/replay-and-compare.md)"
+        ),
+        validation_alias=_env("COMPARE_MAX_DIFF_ENTRIES"),
     )
 
     @property

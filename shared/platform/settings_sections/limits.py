@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from spindle.shared.contracts.envelope import SHARED_STATE_MAX_BYTES
 from spindle.shared.graphs.expressions import (
     DEFAULT_NODE_STEPS,
     DEFAULT_WORKFLOW_TASK_STEPS,
@@ -70,6 +71,49 @@ class RateLimitSettings(BaseModel):
         ),
         validation_alias=_env("JSONRPC_MAX_BATCH"),
     )
+    ws_send_queue: int = Field(
+        256,
+        ge=1,
+        le=100_000,
+        description=(
+            "Messages (responses and stream notifications) one /ws connection may have "
+            "waiting to be sent; a producer waits while it is full, so a slow client "
+            "slows its own streams and nothing is dropped"
+        ),
+        validation_alias=_env("WS_SEND_QUEUE"),
+    )
+    ws_max_calls: int = Field(
+        16,
+        ge=1,
+        le=10_000,
+        description=(
+            "Calls one /ws connection may have in flight at once (streams included); "
+            "one more is answered -32000 at once"
+        ),
+        validation_alias=_env("WS_MAX_CALLS"),
+    )
+    ws_max_message_bytes: int = Field(
+        1_048_576,
+        ge=1024,
+        # uvicorn's own frame cap (ws_max_size) is 16 MiB.
+        le=16 * 1_048_576,
+        description="Largest text frame /ws accepts; a larger one closes the connection (1009)",
+        validation_alias=_env("WS_MAX_MESSAGE_BYTES"),
+    )
+    mcp_tasks_page_size: int = Field(
+        50,
+        ge=1,
+        le=500,
+        description="Tasks (runs) one MCP tasks/list page holds; nextCursor pages on",
+        validation_alias=_env("MCP_TASKS_PAGE_SIZE"),
+    )
+    mcp_task_poll_ms: int = Field(
+        2000,
+        ge=100,
+        le=600_000,
+        description="pollInterval (ms) MCP task answers suggest to clients polling tasks/get",
+        validation_alias=_env("MCP_TASK_POLL_MS"),
+    )
     max_live_workstreams: int = Field(
         32,
         ge=1,
@@ -91,6 +135,38 @@ class RateLimitSettings(BaseModel):
             "(NodeVisitsExceeded); a node's own bounds below it are the bound"
         ),
         validation_alias=_env("MAX_NODE_VISITS"),
+    )
+    evaluation_max_runs: int = Field(
+        1000,
+        ge=1,
+        le=100_000,
+        description=(
+            "Most source runs one evaluation (POST /evaluations) may fork; a request "
+            "listing or querying more is refused (422), a query's limit defaults to it "
+            "(docs/replay-and-compare.md#evaluations)"
+        ),
+        validation_alias=_env("EVALUATION_MAX_RUNS"),
+    )
+    evaluation_max_concurrency: int = Field(
+        10,
+        ge=1,
+        le=500,
+        description=(
+            "Most forks one evaluation runs at once: its request's concurrency defaults "
+            "to it and may not exceed it. Every fork also takes a run-start permit "
+            "(rate_limit_run_starts)"
+        ),
+        validation_alias=_env("EVALUATION_MAX_CONCURRENCY"),
+    )
+    evaluation_page_size: int = Field(
+        50,
+        ge=1,
+        le=500,
+        description=(
+            "Source runs an evaluation's workflow takes per page: it continues as new "
+            "after each page, so its history holds one page's events (about 25 per run)"
+        ),
+        validation_alias=_env("EVALUATION_PAGE_SIZE"),
     )
 
 
@@ -130,6 +206,17 @@ class SizeLimitSettings(BaseModel):
         description="Most bytes of a run file's text the built-in read_file tool gives an "
         "agent per call (the rest by its offset, docs/conversations.md#reading-run-files)",
         validation_alias=_env("READ_FILE_MAX_BYTES"),
+    )
+    shared_state_max_bytes: int = Field(
+        SHARED_STATE_MAX_BYTES,
+        ge=1024,
+        le=1_048_576,
+        description=(
+            "Largest a run's shared state (state.<key>, all keys together, as JSON) and "
+            "its context may grow by nodes' writes; a write past it fails the node with "
+            "an error naming the key and the size (docs/graphs/index.md#shared-state)"
+        ),
+        validation_alias=_env("SHARED_STATE_MAX_BYTES"),
     )
     payload_offload_bytes: int = Field(
         131_072,

@@ -55,6 +55,15 @@ class McpSettings(BaseModel):
         description="Longest wait for an MCP server: connecting, listing tools or one tool call",
         validation_alias=_env("MCP_TIMEOUT_SECONDS"),
     )
+    mcp_list_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        description=(
+            "Longest wait of GET /tools?graph= for one MCP server of the graph (connecting "
+            "and listing its tools); a server that takes longer is reported as unreachable"
+        ),
+        validation_alias=_env("MCP_LIST_TIMEOUT_SECONDS"),
+    )
     mcp_per_destination: int = Field(
         4,
         ge=1,

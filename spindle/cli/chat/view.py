@@ -42,6 +42,8 @@ STYLES: dict[AgentMessageType, tuple[str, str]] = {
     T.BATCH_PROGRESS: ("BATCH", "36"),
     T.RESTARTING: ("RESTARTING", "33"),
 }
+# update_plan's task statuses (shared.contracts.messages.PlanTask) as checkboxes.
+PLAN_MARKS = {"done": "[x]", "in_progress": "[~]", "pending": "[ ]"}
 LABEL_WIDTH = 11
 BAR_WIDTH = 20
 # Rows of streamed text kept visible in the live region (the tail of the text).
@@ -156,15 +158,21 @@ class ChatView:
         return _json(item.details) if item.details is not None else ""
 
     def _plan(self, item: StreamedMessage) -> str:
+        """A plan's tasks: a checklist (``[x]`` done, ``[~]`` in progress, ``[ ]`` to do)
+        when they carry a status (``update_plan``), else a numbered list."""
         details = _details(item)
         tasks = details.get("tasks") or details.get("plan") or details.get("steps")
         lines = [item.text] if item.text else []
         if isinstance(tasks, list):
+            checklist = any(isinstance(task, dict) and task.get("status") for task in tasks)
             for n, task in enumerate(tasks, 1):
                 name = task
+                status = ""
                 if isinstance(task, dict):
                     name = task.get("title") or task.get("name") or _json(task)
-                lines.append(f"{n}. {name}")
+                    status = str(task.get("status") or "")
+                mark = PLAN_MARKS.get(status, "[ ]") if checklist else f"{n}."
+                lines.append(f"{mark} {name}")
         return "\n".join(lines)
 
     def _live_rows(self, live: LiveText) -> list[str]:

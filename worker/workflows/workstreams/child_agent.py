@@ -38,6 +38,8 @@ def child_run_ref(data: WorkstreamInput, workflow_id: str, run_id: str) -> RunRe
         workstream_id=data.launch_id,
         tenant_id=data.tenant_id,
         graph_name=data.graph_name,
+        user_id=data.user_id,
+        replay=data.replay,  # a recorded fork's calls (None: every other run)
     )
 
 

@@ -125,6 +125,7 @@ class SupervisedChild(ChildRecord):
                     tenant_id=self.parent.tenant_id,
                     user_id=self.user_id,
                     graph_name=self.parent.graph_name,
+                    replay=self.parent.replay,  # a recorded fork's child replays too
                 ),
                 id=self.child_id,
                 task_queue=workflow.info().task_queue,
