@@ -11,10 +11,10 @@ and evaluates the checks. Per-run results live in MongoDB
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Literal
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from spindle.shared.contracts.forks import (
     MAX_FORK_OVERRIDES,
@@ -225,6 +225,14 @@ class EvaluationSummary(BaseModel):
     delta: SpendTotals = Field(default_factory=SpendTotals, description="candidate minus source")
 
 
+def _utc(value: datetime) -> datetime:
+    """MongoDB hands datetimes back naive; they are UTC (answered with their offset)."""
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+UtcDatetime = Annotated[datetime, AfterValidator(_utc)]
+
+
 class EvaluationView(BaseModel):
     """``GET /evaluations/{id}``."""
 
@@ -233,8 +241,8 @@ class EvaluationView(BaseModel):
     user_id: str | None = None
     status: EvaluationStatus
     error: str | None = None
-    created_at: datetime
-    updated_at: datetime
+    created_at: UtcDatetime
+    updated_at: UtcDatetime
     request: dict[str, Any]
     summary: EvaluationSummary
     runs: list[EvaluationRunEntry] = Field(default_factory=list)
@@ -245,8 +253,8 @@ class EvaluationView(BaseModel):
 class EvaluationListItem(BaseModel):
     evaluation_id: str
     status: EvaluationStatus
-    created_at: datetime
-    updated_at: datetime
+    created_at: UtcDatetime
+    updated_at: UtcDatetime
     runs: int
     done: int
     graph: str | None = None

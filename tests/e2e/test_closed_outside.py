@@ -175,8 +175,15 @@ async def test_the_sweep_ends_a_closed_run_nobody_watches_and_gauges_open_histor
         sweep = ClosedRunSweep(
             temporal=stack.temporal, bus=bus, archive=archive, interval=60, batch=10_000
         )
-        await sweep.sweep_once()
-        record = await archive.get_run(closed["workflow_id"])
+
+        async def swept() -> Any:
+            # Temporal's visibility lists a terminated run a moment after the
+            # terminate returns (more under load): sweep until it is seen.
+            await sweep.sweep_once()
+            found = await archive.get_run(closed["workflow_id"])
+            return found if found is not None and found.status == "terminated" else None
+
+        record = await eventually(swept, what="the sweep ends the closed run", timeout=30)
     finally:
         await bus.close()
         await archive.close()

@@ -94,3 +94,22 @@ def test_the_summary_counts_outcomes_checks_and_deltas() -> None:
     )
     assert summary.checks["c"].passed == 1 and summary.checks["c"].failed == 1
     assert summary.delta == SpendTotals(tokens=-6, cost=-0.25, duration_ms=50)
+
+
+def test_stored_times_are_answered_with_their_utc_offset() -> None:
+    from datetime import datetime
+
+    from spindle.shared.contracts.evaluations import EvaluationListItem
+
+    # MongoDB hands datetimes back naive: the answer must still be an RFC 3339 date-time.
+    item = EvaluationListItem(
+        evaluation_id="eval-1",
+        status="completed",
+        created_at=datetime(2026, 11, 29, 16, 22, 12),
+        updated_at=datetime(2026, 11, 29, 16, 22, 13),
+        runs=1,
+        done=1,
+    )
+    dumped = item.model_dump(mode="json")
+    assert dumped["created_at"] == "2026-11-29T16:22:12Z"
+    assert dumped["updated_at"] == "2026-11-29T16:22:13Z"
