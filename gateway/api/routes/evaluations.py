@@ -16,6 +16,7 @@ from fastapi import APIRouter, Header, Query, status
 from pydantic import BaseModel
 
 from spindle.gateway.api.deps import CallerDep
+from spindle.gateway.models import SSE_EVENT_SCHEMA
 from spindle.gateway.services import evaluations
 from spindle.gateway.services.run_streams import RunFollow, open_run_events
 from spindle.gateway.streams.sse import EventStreamResponse
@@ -108,7 +109,19 @@ async def cancel_evaluation(evaluation_id: str, *, caller: CallerDep) -> CancelA
     status_code=200,
     response_class=EventStreamResponse,  # type: ignore[arg-type]
     summary="Server-sent events: the evaluation's BATCH_PROGRESS messages, then its end",
-    responses=_COMMON,
+    responses={
+        **_COMMON,
+        200: {
+            "description": "text/event-stream: one unnamed event per message, `id: <seq>` "
+            "then `data: <CompactMessage JSON>`, as a run's stream",
+            "content": {"text/event-stream": {"schema": SSE_EVENT_SCHEMA}},
+        },
+        400: {
+            "description": "Last-Event-ID / after is not a sequence number, or is beyond the "
+            "stream's end (problem+json)"
+        },
+        410: {"description": "the cursor is older than what is kept (problem+json)"},
+    },
 )
 async def stream_evaluation(
     evaluation_id: str,
