@@ -73,6 +73,18 @@ class RunStatus(StrEnum):
     TIMED_OUT = "timed_out"
 
 
+#: The statuses of a run that has ended (its document says so once it is archived).
+ENDED_STATUSES = frozenset(
+    {
+        RunStatus.COMPLETED.value,
+        RunStatus.FAILED.value,
+        RunStatus.CANCELED.value,
+        RunStatus.TERMINATED.value,
+        RunStatus.TIMED_OUT.value,
+    }
+)
+
+
 class NodeReport(BaseModel):
     """What one node execution did (seed 004's node report)."""
 

@@ -47,7 +47,12 @@ from temporalio.service import RPCError, RPCStatusCode
 from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.messages import AgentMessageType, create_compact_message
 from spindle.shared.contracts.run_end import EndedBy, EndedByKind
-from spindle.shared.contracts.runs import DESCRIBE_QUERY, RunDescription, RunStatus
+from spindle.shared.contracts.runs import (
+    DESCRIBE_QUERY,
+    ENDED_STATUSES,
+    RunDescription,
+    RunStatus,
+)
 from spindle.shared.platform import metrics
 from spindle.shared.platform.background_loop import BackgroundLoop
 from spindle.shared.store.archive import RunArchive, RunRecord
@@ -57,16 +62,7 @@ from spindle.shared.store.run_ends import RunEnds
 log = logging.getLogger(__name__)
 
 RPC_TIMEOUT = timedelta(seconds=5)
-TERMINAL_STATUSES = frozenset(
-    s.value
-    for s in (
-        RunStatus.COMPLETED,
-        RunStatus.FAILED,
-        RunStatus.CANCELED,
-        RunStatus.TERMINATED,
-        RunStatus.TIMED_OUT,
-    )
-)
+TERMINAL_STATUSES = ENDED_STATUSES
 OPEN_STATUSES = (RunStatus.RUNNING.value, RunStatus.PAUSED.value)
 CLOSED_OUTSIDE = {
     WorkflowExecutionStatus.TERMINATED: RunStatus.TERMINATED,

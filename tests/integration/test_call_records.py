@@ -4,9 +4,11 @@ the n-th identical call, the limits, lookups, and retention
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from temporalio.exceptions import ApplicationError
@@ -20,6 +22,9 @@ from spindle.shared.store.archive import RunArchive
 from spindle.shared.store.call_records import CALL_RECORDS, llm_key, tool_key
 from spindle.shared.store.run_document import RunRecord, utcnow
 from spindle.worker.activities.call_replay import CallRecorder, replayed
+from spindle.worker.archive.operations import UpdateRun
+from spindle.worker.archive.outbox import ArchiveOutbox
+from spindle.worker.archive.writes import attach_outbox
 from spindle.worker.contracts import RunRef
 
 pytestmark = pytest.mark.integration
@@ -158,3 +163,82 @@ async def test_records_go_with_their_run_when_the_archive_is_pruned(
         archive, older_than=utcnow() + timedelta(seconds=5), workflow_ids=[workflow_id]
     )
     assert await records.count_documents({"workflow_id": workflow_id}) == 0
+
+
+class WatchedOutbox(ArchiveOutbox):
+    """An outbox that says when a reader starts waiting for it to catch up."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.waiting = asyncio.Event()
+
+    async def caught_up(self, *, within: float) -> bool:
+        self.waiting.set()
+        return await super().caught_up(within=within)
+
+
+async def _source_run(archive: RunArchive, workflow_id: str, status: str) -> None:
+    now = utcnow()
+    await archive.create_run(
+        RunRecord(
+            workflow_id=workflow_id,
+            run_id="r1",
+            graph_name="g",
+            status=status,
+            created_at=now,
+            updated_at=now,
+        )
+    )
+
+
+async def test_a_miss_waits_for_a_lost_workers_queue_unless_the_source_end_is_archived(
+    call_settings: Settings,
+) -> None:
+    """docs/replay-and-compare.md#limits: a source that just ended may still have its
+    records queued behind a worker lost while draining; a fork waits for them."""
+    bus = MessageBus.from_settings(call_settings)
+    archive = RunArchive.from_settings(call_settings)
+    outbox = WatchedOutbox(bus.redis, call_settings.mongo_db)
+    attach_outbox(archive, outbox)
+    recorder = CallRecorder(
+        bus.redis, archive, call_settings.model_copy(update={"archive_catch_up_seconds": 600})
+    )
+    try:
+        source = _run(f"source-{uuid.uuid4().hex[:8]}")
+        await _source_run(archive, source.workflow_id, "running")
+        key = tool_key("lookup", "search_notes", {"query": "Redis"})
+        op = recorder.record(await recorder.begin(source, key), {"ok": True})
+        assert op is not None
+        # The source's record (and its end) sit in the queue of a worker that died
+        # holding the drain lock.
+        await outbox.push(
+            op, UpdateRun(workflow_id=source.workflow_id, fields={"status": "completed"})
+        )
+        await bus.redis.set(outbox.lock_key, b"a-lost-worker", px=600_000)
+
+        replay = CallReplay(source_workflow_id=source.workflow_id, tools="recorded")
+        fork = _run(f"fork-{uuid.uuid4().hex[:8]}", replay)
+        waiting = asyncio.create_task(recorder.begin(fork, key))
+        started = asyncio.create_task(outbox.waiting.wait())
+        await asyncio.wait({waiting, started}, return_when=asyncio.FIRST_COMPLETED)
+        assert started.done() and not waiting.done(), "the miss did not wait"
+        # Another worker takes over once the lost one's lock expires.
+        await bus.redis.delete(outbox.lock_key)
+        assert await outbox.drain(archive) == 2
+        plan = await waiting
+        assert plan.hit and replayed(plan) == {"ok": True}
+
+        # The source's end is archived now: a real miss fails at once, whatever the
+        # queue holds (a lock held again, something queued behind it).
+        outbox.waiting.clear()
+        await outbox.push(UpdateRun(workflow_id="another", fields={"status": "running"}))
+        await bus.redis.set(outbox.lock_key, b"a-lost-worker", px=600_000)
+        with pytest.raises(ApplicationError) as missed:
+            await asyncio.wait_for(recorder.begin(fork, key, part="again"), timeout=60)
+        assert missed.value.type == "NoRecordedCall"
+        assert not outbox.waiting.is_set()
+    finally:
+        await bus.redis.delete(outbox.lock_key)
+        attach_outbox(archive, None)
+        await bus.close()
+        await archive.close()

@@ -6,9 +6,11 @@ tool node per item) and each LLM turn (``llm_turn``) goes through ``CallRecorder
 1. ``begin`` claims the call's ``n`` among identical calls of the run (one Redis
    script call; ``spindle.shared.store.call_records.claim``) and, when the run is a
    fork replaying that kind of call (``RunRef.replay``), reads the source run's n-th
-   record of the same key: a match answers the call (``CallPlan.hit``); no match
-   follows ``on_miss``: ``"live"`` calls for real, ``"fail"`` raises
-   ``NoRecordedCall`` (non-retryable) naming the node, the tool and its arguments.
+   record of the same key: a match answers the call (``CallPlan.hit``). A miss on a
+   source whose end is not archived yet waits for the archiver first and looks
+   again (``archive_catch_up_seconds``). A miss that stays follows ``on_miss``:
+   ``"live"`` calls for real, ``"fail"`` raises ``NoRecordedCall`` (non-retryable)
+   naming the node, the tool and its arguments.
 2. ``record`` turns the result into the archive operation that records it, which the
    activity hands to the archiver with its messages (no extra round trip).
 
@@ -30,6 +32,7 @@ from temporalio import activity
 
 from spindle.shared.contracts.budgets import TurnUsage
 from spindle.shared.contracts.errors import to_application_error
+from spindle.shared.contracts.runs import ENDED_STATUSES
 from spindle.shared.store.call_records import (
     CallKey,
     ClaimBatcher,
@@ -39,6 +42,7 @@ from spindle.shared.store.call_records import (
     llm_key,
     recorded_result,
 )
+from spindle.worker.archive.writes import attached_outbox
 from spindle.worker.contracts import ChatMessage
 from spindle.worker.contracts.workstream_tools import WORKSTREAM_TOOL_SPECS
 
@@ -51,6 +55,9 @@ if TYPE_CHECKING:
     from spindle.worker.contracts import RunRef
     from spindle.worker.llm.base import LlmRequest
     from spindle.worker.posting.poster import MessagePoster
+
+#: Sources remembered as ended per worker (the set starts over past it).
+_ENDED_KEPT = 10_000
 
 
 @dataclass
@@ -98,6 +105,9 @@ class CallRecorder:
         self.archive = archive
         self.most = settings.call_records_max_per_run
         self.max_result_bytes = settings.call_record_max_result_bytes
+        self.catch_up_seconds = settings.archive_catch_up_seconds
+        # Sources whose end is archived: a miss on them needs no catch-up.
+        self._ended: set[str] = set()
         self.claims = ClaimBatcher(
             redis,
             most=settings.call_records_max_per_run,
@@ -125,7 +135,10 @@ class CallRecorder:
             return CallPlan(run=run, key=key, n=n)
         recorded = None
         if n and self.archive is not None:
-            recorded = await recorded_result(self.archive, replay.source_workflow_id, key.digest, n)
+            source = replay.source_workflow_id
+            recorded = await recorded_result(self.archive, source, key.digest, n)
+            if recorded is None and await self._caught_up(source):
+                recorded = await recorded_result(self.archive, source, key.digest, n)
         if recorded is None and replay.on_miss == "fail":
             raise to_application_error(
                 NoRecordedCall(
@@ -136,6 +149,26 @@ class CallRecorder:
                 )
             )
         return CallPlan(run=run, key=key, n=n, recorded=recorded, replayed=True)
+
+    async def _caught_up(self, source: str) -> bool:
+        """After a miss: True when the source's end was not archived yet and the
+        archiver has now written what was queued before (look again).
+
+        The archive writes a run's records before its end (one ordered queue), so a
+        source whose document says it ended holds every record it will: its misses
+        are real. Otherwise its last records may still be queued, e.g. behind a
+        worker lost while draining (``archive_catch_up_seconds``).
+        """
+        if source in self._ended or self.archive is None:
+            return False
+        document = await self.archive.runs.find_one({"_id": source}, {"status": 1})
+        if document is not None and document.get("status") in ENDED_STATUSES:
+            if len(self._ended) >= _ENDED_KEPT:
+                self._ended.clear()
+            self._ended.add(source)
+            return False
+        outbox = attached_outbox(self.archive)
+        return outbox is not None and await outbox.caught_up(within=self.catch_up_seconds)
 
     def record(self, plan: CallPlan, result: Any) -> SaveCallRecords | None:
         """The operation that records ``result`` (JSON-able), or None when it is not

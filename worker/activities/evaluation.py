@@ -25,6 +25,7 @@ from functools import cached_property
 from typing import Any
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from spindle.shared.contracts.compare import CompareSide, NodeUsage, RunComparison, Totals
 from spindle.shared.contracts.errors import NotFound, SpindleError
@@ -50,7 +51,7 @@ from spindle.shared.contracts.evaluations import (
 from spindle.shared.contracts.forks import ForkRequest, ReplaySource
 from spindle.shared.contracts.graph_spec import GraphSpec
 from spindle.shared.contracts.messages import AgentMessageType
-from spindle.shared.contracts.runs import GraphRunInput, RunStatus
+from spindle.shared.contracts.runs import ENDED_STATUSES, GraphRunInput, RunStatus
 from spindle.shared.graphs.expressions import ExpressionError, evaluate, is_truthy
 from spindle.shared.graphs.forks import build_fork_input, recorded_outputs
 from spindle.shared.graphs.run_compare import compare_runs, relation
@@ -60,6 +61,7 @@ from spindle.shared.store.evaluations import EvaluationStore
 from spindle.shared.store.run_document import RunRecord
 from spindle.shared.temporal.run_inputs import recorded_start_input
 from spindle.worker.activities.run_activities import RunActivities
+from spindle.worker.archive.writes import attached_outbox
 from spindle.worker.contracts import RunRef
 
 #: The graph name an evaluation's stream metadata carries.
@@ -294,8 +296,8 @@ class EvaluationActivities(RunActivities):
                 error=request.error or "the fork did not start",
             )
         else:
+            fork = await self._ended_side(request.fork_id)
             source = await compare_side(archive, request.source_id)
-            fork = await compare_side(archive, request.fork_id)
             comparison = compare_runs(
                 source,
                 fork,
@@ -327,6 +329,33 @@ class EvaluationActivities(RunActivities):
         await self._progress(request)
         wants_scores = any(check.graph is not None for check in request.checks)
         return CompareDone(outcome=outcome, check_input=document if wants_scores else None)
+
+    async def _ended_side(self, fork_id: str) -> CompareSide:
+        """The fork as its archive has it once it says the run ended.
+
+        The child has closed, but its end may still be queued for the archive (a
+        worker lost while draining holds the queue for a while): wait for the
+        archiver, then raise a retryable error while the document still says
+        otherwise, so the compare is retried rather than reading a run "running"
+        (docs/replay-and-compare.md#limits).
+
+        Raises:
+            ApplicationError: the archive has not caught up yet (retryable).
+        """
+        side = await compare_side(self._archive, fork_id)
+        if side.status in ENDED_STATUSES:
+            return side
+        outbox = attached_outbox(self._archive)
+        if outbox is not None and await outbox.caught_up(
+            within=self.settings.archive_catch_up_seconds
+        ):
+            side = await compare_side(self._archive, fork_id)
+            if side.status in ENDED_STATUSES:
+                return side
+        raise ApplicationError(
+            f"run '{fork_id}' has ended but its archive still says {side.status}",
+            type="ArchiveBehind",
+        )
 
     @activity.defn(name=EVALUATION_SCORES)
     async def evaluation_scores(self, request: ForkCompare) -> CompareDone:

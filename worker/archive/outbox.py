@@ -73,6 +73,8 @@ logger = logging.getLogger(__name__)
 WRITE_TIMEOUT_SECONDS = 2.0
 BATCH_MAX_OPERATIONS = 200
 FLUSH_POLL_SECONDS = 0.005
+# A reader waiting for other runs' writes (``caught_up``) polls less often.
+CATCH_UP_POLL_SECONDS = 0.05
 LOCK_MILLISECONDS = 15_000
 # A stream or run that archives nothing for this long starts a new page next time
 # (its open page's state expires): one small key per active stream and run.
@@ -226,9 +228,16 @@ class ArchiveOutbox:
             await self.write(archive, op)
         return None
 
-    async def applied_through(self, ticket: int, *, within: float) -> bool:
+    async def applied_through(
+        self, ticket: int, *, within: float, poll: float = FLUSH_POLL_SECONDS
+    ) -> bool:
         """Wait until every operation queued up to ``ticket`` has left the queue
         (applied, or set aside as refused), at most ``within`` seconds.
+
+        Args:
+            ticket: what ``push`` returned (or the ``queued`` counter read earlier).
+            within: seconds to wait at most.
+            poll: seconds between two reads of the ``done`` counter.
 
         Returns:
             True when they have; False on timeout (they stay queued).
@@ -245,7 +254,22 @@ class ArchiveOutbox:
             if time.monotonic() >= deadline:
                 return False
             # Another process may hold the drain lock: Redis is the only common clock.
-            await asyncio.sleep(FLUSH_POLL_SECONDS)
+            await asyncio.sleep(poll)
+
+    async def caught_up(self, *, within: float) -> bool:
+        """Wait until everything any process has queued so far has left the queue, at
+        most ``within`` seconds; True when it has (or Redis holds nothing queued).
+
+        A reader that must see what other runs wrote (a recorded fork's lookup that
+        missed, an evaluation comparing a run that has just ended) waits here: a
+        worker lost while draining holds the queue for up to ``LOCK_MILLISECONDS``
+        (docs/replay-and-compare.md#limits).
+        """
+        try:
+            ticket = int(await self._redis.get(self.queued_key) or 0)
+        except (RedisError, OSError):
+            return False
+        return await self.applied_through(ticket, within=within, poll=CATCH_UP_POLL_SECONDS)
 
     async def pending(self) -> int:
         """How many operations wait for MongoDB."""

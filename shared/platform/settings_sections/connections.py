@@ -168,3 +168,13 @@ class MongoSettings(BaseModel):
         "larger one is not recorded, and a fork replaying it misses",
         validation_alias=_env("CALL_RECORD_MAX_RESULT_BYTES"),
     )
+    archive_catch_up_seconds: float = Field(
+        30.0,
+        ge=0,
+        description="Seconds a recorded fork's lookup that missed, and an evaluation's "
+        "compare of a run that has just ended, wait for the archiver to write what is "
+        "queued before them (a worker lost mid-write holds the queue for up to 15 s); "
+        "past it the miss follows `on_miss` and the compare is retried "
+        "(docs/replay-and-compare.md#limits)",
+        validation_alias=_env("ARCHIVE_CATCH_UP_SECONDS"),
+    )
