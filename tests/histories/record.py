@@ -16,6 +16,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 if __name__ == "__main__":
     env = {**os.environ, "SPINDLE_RECORD_HISTORIES": "1"}
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-               "tests/replay/test_record.py", "tests/replay/test_recorded_fork.py"]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "tests/replay/test_record.py",
+        "tests/replay/test_recorded_fork.py",
+        "tests/e2e/test_evaluations.py::test_an_evaluation_of_three_runs_with_two_checks",
+    ]
     sys.exit(subprocess.call(command, cwd=ROOT, env=env))

@@ -20,9 +20,11 @@ messages for per-node tokens too, which an evaluation does not need per run.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -60,6 +62,7 @@ from spindle.shared.store.archive import RunArchive
 from spindle.shared.store.evaluations import EvaluationStore
 from spindle.shared.store.run_document import RunRecord
 from spindle.shared.temporal.run_inputs import recorded_start_input
+from spindle.worker.activities.heartbeat import heartbeating
 from spindle.worker.activities.run_activities import RunActivities
 from spindle.worker.archive.writes import attached_outbox
 from spindle.worker.contracts import RunRef
@@ -151,6 +154,25 @@ async def compare_side(archive: RunArchive, workflow_id: str) -> CompareSide:
     )
 
 
+_Self = TypeVar("_Self")
+_Request = TypeVar("_Request")
+_Result = TypeVar("_Result")
+
+
+def _heartbeating(
+    method: Callable[[_Self, _Request], Awaitable[_Result]],
+) -> Callable[[_Self, _Request], Awaitable[_Result]]:
+    """Heartbeat while the activity runs (``EVALUATION_HEARTBEAT``): an attempt lost
+    with its worker is retried within seconds, not after its start-to-close timeout."""
+
+    @functools.wraps(method)
+    async def beating(self: _Self, request: _Request) -> _Result:
+        async with heartbeating(EVALUATION_STREAM_GRAPH):
+            return await method(self, request)
+
+    return beating
+
+
 class EvaluationActivities(RunActivities):
     """The evaluation's activities, with the bus, archive and settings injected."""
 
@@ -169,12 +191,14 @@ class EvaluationActivities(RunActivities):
         return EvaluationStore(self._archive.database)
 
     @activity.defn(name=EVALUATION_PAGE)
+    @_heartbeating
     async def evaluation_page(self, request: EvaluationPageRequest) -> EvaluationPage:
         """The runs of one page not finished yet."""
         runs = await self.store.page(request.evaluation_id, request.first, request.size)
         return EvaluationPage(runs=runs)
 
     @activity.defn(name=EVALUATION_FORK)
+    @_heartbeating
     async def evaluation_fork(self, start: ForkStart) -> ForkPrepared:
         """Admit, build and record one run to start (see the module docstring)."""
         per_minute = self.settings.rate_limit_run_starts
@@ -281,6 +305,7 @@ class EvaluationActivities(RunActivities):
         )
 
     @activity.defn(name=EVALUATION_COMPARE)
+    @_heartbeating
     async def evaluation_compare(self, request: ForkCompare) -> CompareDone:
         """Compare one fork with its source, run the expression checks, store the entry."""
         store, archive = self.store, self._archive
@@ -358,6 +383,7 @@ class EvaluationActivities(RunActivities):
         )
 
     @activity.defn(name=EVALUATION_SCORES)
+    @_heartbeating
     async def evaluation_scores(self, request: ForkCompare) -> CompareDone:
         """Store one run's scoring-graph results (read from their run documents)."""
         results: dict[str, CheckResult] = {}
@@ -403,6 +429,7 @@ class EvaluationActivities(RunActivities):
         )
 
     @activity.defn(name=EVALUATION_FINISH)
+    @_heartbeating
     async def evaluation_finish(self, finish: EvaluationFinish) -> EvaluationResult:
         """The evaluation's end: its status, and its stream's last message."""
         if finish.status == "cancelled":

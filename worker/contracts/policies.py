@@ -88,6 +88,14 @@ WORKSTREAM_FINISH_RETRY = RetryPolicy(
 """``finish_workstream``: a child's result artifact and closing message. Bounded:
 a child whose store is down still ends (with no artifact) instead of retrying for long."""
 
+EVALUATION_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+)
+"""The ``Evaluation`` workflow's activities: bookkeeping retried until MongoDB, Redis
+and the archive queue answer (a compare waits for a fork's end to be archived)."""
+
 # History volume (docs/graphs/index.md, long runs). Temporal refuses a run's history
 # past 51,200 events or 50 MB; a run warns on its stream at half of either.
 HISTORY_WARNING_EVENTS = 25_000
@@ -104,6 +112,11 @@ WORKSTREAM_FINISH_START_TO_CLOSE = timedelta(minutes=1)
 ITEM_BATCH_HEARTBEAT = timedelta(seconds=30)
 """A ``run_item_batch`` silent this long is lost (its worker died): it is retried then,
 not after the whole start-to-close timeout."""
+EVALUATION_START_TO_CLOSE = timedelta(seconds=60)
+"""Above ``archive_catch_up_seconds`` (30 s by default), which a compare may wait."""
+EVALUATION_HEARTBEAT = timedelta(seconds=10)
+"""An evaluation activity silent this long is lost (its worker died): it is retried
+then, not after the whole start-to-close timeout."""
 NODE_HEARTBEAT = timedelta(seconds=30)
 """``execute_node``, ``llm_turn``, ``tool_call``: an attempt that has not heartbeaten
 this long (its worker died or froze) is retried on another worker, and the late

@@ -27,7 +27,6 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import (
-    RetryPolicy,
     SearchAttributeKey,
     SearchAttributePair,
     TypedSearchAttributes,
@@ -56,16 +55,11 @@ with workflow.unsafe.imports_passed_through():
         PageRun,
     )
     from spindle.shared.contracts.runs import GRAPH_RUN_WORKFLOW, GraphRunInput
+    from spindle.worker.contracts import policies
 
 # The run's search attributes, as the gateway's starts set them (gateway/runs/temporal.py).
 _TENANT_KEY = SearchAttributeKey.for_keyword("SpindleTenant")
 _GRAPH_KEY = SearchAttributeKey.for_keyword("SpindleGraph")
-_ACTIVITY_TIMEOUT = timedelta(seconds=60)
-_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=30),
-)
 
 
 @workflow.defn(name=EVALUATION_WORKFLOW)
@@ -95,8 +89,9 @@ class Evaluation:
             EvaluationFinish(
                 evaluation_id=params.evaluation_id, tenant_id=params.tenant_id, status=status
             ),
-            start_to_close_timeout=_ACTIVITY_TIMEOUT,
-            retry_policy=_RETRY,
+            start_to_close_timeout=policies.EVALUATION_START_TO_CLOSE,
+            heartbeat_timeout=policies.EVALUATION_HEARTBEAT,
+            retry_policy=policies.EVALUATION_RETRY,
             result_type=EvaluationResult,
         )
         return result
@@ -107,8 +102,9 @@ class Evaluation:
             EvaluationPageRequest(
                 evaluation_id=params.evaluation_id, first=first, size=params.page_size
             ),
-            start_to_close_timeout=_ACTIVITY_TIMEOUT,
-            retry_policy=_RETRY,
+            start_to_close_timeout=policies.EVALUATION_START_TO_CLOSE,
+            heartbeat_timeout=policies.EVALUATION_HEARTBEAT,
+            retry_policy=policies.EVALUATION_RETRY,
             result_type=EvaluationPage,
         )
         slots = asyncio.Semaphore(params.concurrency)
@@ -141,8 +137,9 @@ class Evaluation:
             done = await workflow.execute_activity(
                 EVALUATION_COMPARE,
                 compare,
-                start_to_close_timeout=_ACTIVITY_TIMEOUT,
-                retry_policy=_RETRY,
+                start_to_close_timeout=policies.EVALUATION_START_TO_CLOSE,
+                heartbeat_timeout=policies.EVALUATION_HEARTBEAT,
+                retry_policy=policies.EVALUATION_RETRY,
                 result_type=CompareDone,
             )
             if done.check_input is not None:
@@ -156,8 +153,9 @@ class Evaluation:
             prepared = await workflow.execute_activity(
                 EVALUATION_FORK,
                 start.model_copy(update={"workflow_id": workflow_id}),
-                start_to_close_timeout=_ACTIVITY_TIMEOUT,
-                retry_policy=_RETRY,
+                start_to_close_timeout=policies.EVALUATION_START_TO_CLOSE,
+                heartbeat_timeout=policies.EVALUATION_HEARTBEAT,
+                retry_policy=policies.EVALUATION_RETRY,
                 result_type=ForkPrepared,
             )
             if prepared.retry_after is None:
@@ -223,7 +221,8 @@ class Evaluation:
         await workflow.execute_activity(
             EVALUATION_SCORES,
             compare.model_copy(update={"scores": results}),
-            start_to_close_timeout=_ACTIVITY_TIMEOUT,
-            retry_policy=_RETRY,
+            start_to_close_timeout=policies.EVALUATION_START_TO_CLOSE,
+            heartbeat_timeout=policies.EVALUATION_HEARTBEAT,
+            retry_policy=policies.EVALUATION_RETRY,
             result_type=CompareDone,
         )
