@@ -210,6 +210,8 @@ class RunArchive:
             [("tenant_id", ASCENDING), ("status", ASCENDING)], name="tenant_status"
         )
         await self.runs.create_index([("graph_name", ASCENDING)], name="graph_name")
+        # GET /runs?forked_from= and an evaluation's forks (docs/replay-and-compare.md).
+        await self.runs.create_index([("forked_from.workflow_id", ASCENDING)], name="forked_from")
         await self.messages_coll.create_index(
             [("stream_id", ASCENDING), ("seq", ASCENDING)], name="stream_seq", unique=True
         )

@@ -97,6 +97,10 @@ async def scale_out(
     clients: list[httpx.AsyncClient] = []
     running = ScaleOut(settings, temporal_client, workers, gateways, clients)
     try:
+        # The workers import and connect while the gateways start (each blocks until
+        # it is healthy); then each worker is waited for until it polls.
+        for worker in workers:
+            worker.start()
         for name in ("a", "b"):
             port = free_port()
             gateway_settings = settings.model_copy(update={"gateway_port": port})
@@ -108,8 +112,9 @@ async def scale_out(
                     timeout=httpx.Timeout(30.0, connect=5.0),
                 )
             )
-        for index in range(len(workers)):
-            await running.start_worker(index)
+        for worker in workers:
+            assert worker.pid is not None
+            await wait_for_worker(temporal_client, settings.task_queue, worker.pid, worker)
         yield running
     finally:
         for client in clients:
