@@ -4,10 +4,10 @@
 // workstreams, files, uploads, forms) is conversation.js, shared with the
 // embeddable <spindle-conversation>.
 
-import { api, ApiError, apiKey, setApiKey } from "./api.js";
+import { api, ApiError } from "./api.js";
 import { Conversation, inputFor, inputKey, showError } from "./conversation.js";
 import { renderMarkdown } from "./markdown.js";
-import { markCurrentPage } from "./nav.js";
+import { setupHeader } from "./nav.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -116,39 +116,24 @@ window.addEventListener("hashchange", attachFromHash);
 
 // -- credentials --------------------------------------------------------------
 
-function showAuthState() {
-  const state = $("auth-state");
-  if (page.config?.auth_disabled) state.textContent = "Authentication is off on this gateway.";
-  else state.textContent = apiKey() ? "Key set for this tab." : "No key set.";
-}
-
-$("auth-form").addEventListener("submit", async (event) => {
-  event.preventDefault();
-  setApiKey($("api-key").value.trim());
-  $("api-key").value = "";
-  showAuthState();
+// A new key reloads the graphs and reattaches the run shown; forgetting it leaves
+// the page as it is until the next call needs a key.
+async function keyChanged(key) {
+  if (!key) return;
   await loadGraphs();
   const run = page.conversation?.run;
   if (run) attach(run.workflowId, run.runId);
-});
-
-$("forget-key").addEventListener("click", () => {
-  setApiKey("");
-  showAuthState();
-});
+}
 
 // -- start-up -----------------------------------------------------------------
 
 async function main() {
-  markCurrentPage();
-  page.config = await api("GET", "/ui/config.json");
-  if (page.config.auth_disabled) $("auth-form").classList.add("auth-off");
+  page.config = await setupHeader(keyChanged);
   page.conversation = new Conversation(document, {
     config: page.config,
     startRun,
     onState: (state) => showRunControls(state === "starting" || Boolean(page.conversation?.run)),
   });
-  showAuthState();
   await loadGraphs();
   attachFromHash();
   document.body.dataset.ready = "true";

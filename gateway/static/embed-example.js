@@ -1,6 +1,10 @@
 // The embedding example page (embed-example.html): wires the two components'
 // events. No inline script: the gateway's Content-Security-Policy forbids it.
 
+import { renderHeader } from "./nav.js";
+
+renderHeader();
+
 const chat = document.getElementById("chat-box");
 const watch = document.getElementById("watch-box");
 const note = document.getElementById("close-note");
