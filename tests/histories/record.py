@@ -1,8 +1,10 @@
 """(Re)record the example run histories in this folder.
 
 Runs the example graphs on a fresh dev server with the real worker (through the
-pytest session fixtures) and writes ``<graph>.json`` here. Commit the files: the
-replay tests check that every later version of ``GraphRun`` still replays them.
+pytest session fixtures) and writes ``<graph>.json`` here, plus the histories of an
+``Evaluation`` and a ``Conversation`` from the e2e tests that drive them. Commit the
+files: the replay tests check that every later version of the workflows still
+replays them.
 
 Usage: ``python tests/histories/record.py``
 """
@@ -26,5 +28,6 @@ if __name__ == "__main__":
         "tests/replay/test_record.py",
         "tests/replay/test_recorded_fork.py",
         "tests/e2e/test_evaluations.py::test_an_evaluation_of_three_runs_with_two_checks",
+        "tests/e2e/test_run_end.py::test_a_queued_run_cancelled_never_starts_and_the_next_moves_up",
     ]
     sys.exit(subprocess.call(command, cwd=ROOT, env=env))

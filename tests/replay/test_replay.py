@@ -1,14 +1,21 @@
-"""Recorded histories replay against the current ``GraphRun``; drift is detected."""
+"""Recorded histories replay against the current workflows; drift is detected."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from temporalio import workflow
 from temporalio.api.enums.v1 import ParentClosePolicy
 from temporalio.client import WorkflowHistory
 
+from spindle.shared.contracts.conversations import (
+    CANCEL_QUEUED_RUN_UPDATE,
+    CONVERSATION_WORKFLOW,
+    SUBMIT_RUN_UPDATE,
+)
 from spindle.shared.contracts.runs import USER_MESSAGE_UPDATE
+from spindle.worker.main import workflow_classes
 from spindle.worker.replay.histories import load_history
 from spindle.worker.replay.replayer import main as replay_main
 from spindle.worker.replay.replayer import replay_histories
@@ -37,6 +44,38 @@ def test_every_example_has_a_recorded_history() -> None:
     assert stems >= {"canceled-in-a-notice", "canceled-recording-its-start"}
     for path in history_files():
         assert load_history(path).workflow_id == path.stem.split("~")[0]
+
+
+def workflow_type(history: WorkflowHistory) -> str:
+    return history.events[0].workflow_execution_started_event_attributes.workflow_type.name
+
+
+def accepted_updates(history: WorkflowHistory) -> list[str]:
+    return [
+        e.workflow_execution_update_accepted_event_attributes.accepted_request.input.name
+        for e in history.events
+        if e.HasField("workflow_execution_update_accepted_event_attributes")
+    ]
+
+
+def test_every_workflow_the_worker_runs_has_a_recorded_history() -> None:
+    # A workflow class added to the worker without a history here would have no
+    # determinism check: record one (tests/histories/record.py).
+    recorded = {workflow_type(load_history(path)) for path in history_files()}
+    runs = {workflow._Definition.must_from_class(cls).name for cls in workflow_classes()}
+    assert runs - recorded == set()
+
+
+def test_the_recorded_conversation_queues_runs_and_takes_one_out() -> None:
+    history = load_history(HISTORIES / "conversation.json")
+    assert workflow_type(history) == CONVERSATION_WORKFLOW
+    assert accepted_updates(history) == [SUBMIT_RUN_UPDATE] * 3 + [CANCEL_QUEUED_RUN_UPDATE]
+    children = [
+        e
+        for e in history.events
+        if e.HasField("child_workflow_execution_completed_event_attributes")
+    ]
+    assert len(children) == 2
 
 
 def test_a_later_generation_starts_from_what_the_previous_one_carried() -> None:
@@ -72,14 +111,7 @@ def test_a_workstream_launched_in_one_generation_reports_its_end_to_a_later_one(
 
 def test_the_recorded_chat_takes_user_messages_in_every_generation() -> None:
     chat = sorted(HISTORIES.glob("long-chat*.json"))
-    updates = [
-        [
-            e.workflow_execution_update_accepted_event_attributes.accepted_request.input.name
-            for e in load_history(path).events
-            if e.HasField("workflow_execution_update_accepted_event_attributes")
-        ]
-        for path in chat
-    ]
+    updates = [accepted_updates(load_history(path)) for path in chat]
     assert len(updates) >= 3
     assert all(USER_MESSAGE_UPDATE in names for names in updates)
     ended = load_history(chat[0]).events[-1]
