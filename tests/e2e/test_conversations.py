@@ -12,9 +12,11 @@ from typing import Any
 import httpx
 import pytest
 
+from spindle.shared.contracts.conversations import conversation_workflow_id
 from tests.e2e.conftest import Caller, SpindleStack, client_for
 from tests.e2e.run_driver import T, answer, updates, wait_for_status
 from tests.polling import eventually
+from tests.recorded_histories import replays_and_is_recorded
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -177,7 +179,7 @@ async def test_enqueued_runs_start_one_after_the_other_in_order(
 
 
 async def test_interrupt_stops_the_running_run_gracefully_then_starts(
-    http: httpx.AsyncClient, unique: str
+    http: httpx.AsyncClient, stack: SpindleStack, callers: dict[str, Caller], unique: str
 ) -> None:
     conversation = f"interrupt-{unique}"
     a = (await submit(http, conversation, unique)).json()
@@ -199,10 +201,13 @@ async def test_interrupt_stops_the_running_run_gracefully_then_starts(
     await approve(http, b["workflow_id"])
     body = await states_become(http, conversation, {b["workflow_id"]: "completed"})
     assert body["history"] == [a["workflow_id"], b["workflow_id"]]
+    # The interrupt path of the Conversation workflow replays (a recorded history).
+    workflow_id = conversation_workflow_id(callers["alice"].tenant, conversation)
+    await replays_and_is_recorded(stack.temporal, workflow_id, "conversation-interrupt")
 
 
 async def test_rollback_terminates_the_running_run_and_leaves_it_out_of_the_history(
-    http: httpx.AsyncClient, unique: str
+    http: httpx.AsyncClient, stack: SpindleStack, callers: dict[str, Caller], unique: str
 ) -> None:
     conversation = f"rollback-{unique}"
     a = (await submit(http, conversation, unique)).json()
@@ -225,6 +230,9 @@ async def test_rollback_terminates_the_running_run_and_leaves_it_out_of_the_hist
     await approve(http, b["workflow_id"])
     body = await states_become(http, conversation, {b["workflow_id"]: "completed"})
     assert body["history"] == [b["workflow_id"]]
+    # The rollback path of the Conversation workflow replays (a recorded history).
+    workflow_id = conversation_workflow_id(callers["alice"].tenant, conversation)
+    await replays_and_is_recorded(stack.temporal, workflow_id, "conversation-rollback")
 
 
 @pytest.mark.parametrize(

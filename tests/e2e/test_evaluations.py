@@ -5,25 +5,19 @@ cancelled (its forks with it) and another tenant never sees it."""
 from __future__ import annotations
 
 import copy
-import os
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from temporalio.client import WorkflowHistory
 
-from spindle.worker.replay.histories import save_history
-from spindle.worker.replay.replayer import replay
 from tests.e2e.conftest import SpindleStack, example_graph
 from tests.e2e.run_driver import start, updates, wait_for_status
 from tests.e2e.sse_client import open_sse
 from tests.e2e.test_fork import completed_pipeline
 from tests.polling import eventually
+from tests.recorded_histories import replays_and_is_recorded
 
 pytestmark = pytest.mark.e2e
-
-HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 
 
 def stricter_pipeline() -> dict[str, Any]:
@@ -123,10 +117,7 @@ async def test_an_evaluation_of_three_runs_with_two_checks(
     # Its workflow's history replays; recorded (SPINDLE_RECORD_HISTORIES=1,
     # tests/histories/record.py) as tests/histories/evaluation.json, which the replay
     # tests replay with every later version of the Evaluation workflow.
-    history = await stack.temporal.get_workflow_handle(evaluation_id).fetch_history()
-    assert await replay([(evaluation_id, history)]) == []
-    if os.environ.get("SPINDLE_RECORD_HISTORIES") == "1":
-        save_history(WorkflowHistory("evaluation", history.events), HISTORIES)
+    await replays_and_is_recorded(stack.temporal, evaluation_id, "evaluation")
 
 
 async def test_cancelling_an_evaluation_cancels_its_forks(

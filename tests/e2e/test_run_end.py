@@ -8,20 +8,15 @@ the right to cancel the run they end; a queued run can be cancelled and never st
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from temporalio.client import WorkflowHistory
 
 from spindle.shared.bus.message_bus import MessageBus
 from spindle.shared.contracts.conversations import conversation_workflow_id
 from spindle.shared.store.archive import RunArchive
 from spindle.shared.temporal.closed_runs import ClosedRunSweep
-from spindle.worker.replay.histories import save_history
-from spindle.worker.replay.replayer import replay
 from tests.callback_receiver import callback_receiver
 from tests.e2e.conftest import Caller, SpindleStack, client_for
 from tests.e2e.run_driver import answer, start, wait_for_status
@@ -33,10 +28,9 @@ from tests.e2e.test_conversations import (
     submit,
 )
 from tests.polling import eventually
+from tests.recorded_histories import replays_and_is_recorded
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
-
-HISTORIES = Path(__file__).resolve().parents[1] / "histories"
 
 
 def text_prompt_graph(name: str) -> dict[str, Any]:
@@ -249,7 +243,4 @@ async def test_a_queued_run_cancelled_never_starts_and_the_next_moves_up(
     # tests replay with every later version of the Conversation workflow. It is idle,
     # not ended: its history up to now is what a worker would replay on a restart.
     workflow_id = conversation_workflow_id(callers["alice"].tenant, conversation)
-    history = await stack.temporal.get_workflow_handle(workflow_id).fetch_history()
-    assert await replay([(workflow_id, history)]) == []
-    if os.environ.get("SPINDLE_RECORD_HISTORIES") == "1":
-        save_history(WorkflowHistory("conversation", history.events), HISTORIES)
+    await replays_and_is_recorded(stack.temporal, workflow_id, "conversation")
