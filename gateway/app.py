@@ -48,6 +48,7 @@ from spindle.gateway.auth.authenticator import Authenticator
 from spindle.gateway.auth.throttle import AuthFailureThrottle
 from spindle.gateway.http.access_log import install_access_log_redaction
 from spindle.gateway.http.body_limit import ContentLengthLimit
+from spindle.gateway.http.cors import install_cors
 from spindle.gateway.http.problems import install_problem_handlers
 from spindle.gateway.http.server_send import SpindleApp
 from spindle.gateway.http.stream_drain import StreamDrain
@@ -272,6 +273,8 @@ def create_app(
         max_bytes=settings.max_body_bytes,
         max_upload_bytes=settings.max_upload_bytes,
     )
+    # Last, so it runs first: SPINDLE_CORS_ALLOW_ORIGINS (docs/streaming/embedding.md).
+    install_cors(app, settings)
     install_access_log_redaction()
 
     app.include_router(health.router)

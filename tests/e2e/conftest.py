@@ -72,6 +72,7 @@ def subprocess_env(settings: Settings) -> dict[str, str]:
         "SPINDLE_MAX_BODY_BYTES": str(settings.max_body_bytes),
         "SPINDLE_MAX_UPLOAD_BYTES": str(settings.max_upload_bytes),
         "SPINDLE_OUTBOUND_ALLOW": settings.outbound_allow,
+        "SPINDLE_CORS_ALLOW_ORIGINS": json.dumps(settings.cors_allow_origins),
         "SPINDLE_JSONRPC_MAX_BATCH": str(settings.jsonrpc_max_batch),
         "SPINDLE_MODEL_PRICES": json.dumps(
             {model: price.model_dump() for model, price in settings.model_prices.items()}

@@ -2,14 +2,73 @@
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from spindle.shared.platform.settings_sections.env_names import spindle_env as _env
 
 JwtAlgorithm = Literal["HS256", "RS256"]
 JWT_ALGORITHMS: tuple[JwtAlgorithm, ...] = ("HS256", "RS256")
+
+# The port a browser leaves out of an Origin header, per scheme.
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_LABEL = r"[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?"
+_HOST_NAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
+_ORIGIN_FORM = (
+    "write scheme://host[:port] with scheme http or https, e.g. 'https://app.example.com'"
+)
+
+
+def cors_origin(value: str) -> str:
+    """One entry of ``cors_allow_origins``, spelt as a browser's ``Origin`` header spells it.
+
+    The scheme and host are lower-cased and a default port (80 for http, 443 for https)
+    is dropped: the browser sends ``https://app.example.com``, never
+    ``HTTPS://App.Example.com:443``, and the CORS check compares exact strings.
+
+    Raises:
+        ValueError: ``*``, or not an origin (another scheme, a path, a query, user info,
+            a bad host or port); the message names the setting.
+    """
+    text = value.strip()
+    if text == "*":
+        raise ValueError(
+            "cors_allow_origins: '*' is refused; list each origin whose pages may call the "
+            "gateway. With '*' any web page a user opens could read what the gateway "
+            "answers that user's browser (a gateway reachable only inside a network, or "
+            "one with SPINDLE_AUTH_DISABLED)"
+        )
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError as exc:  # a port that is not a number or out of range
+        raise ValueError(f"cors_allow_origins: {value!r} is not an origin: {exc}") from exc
+    scheme, host = parts.scheme.lower(), parts.hostname or ""
+    if scheme not in _DEFAULT_PORTS or not host or not text.lower().startswith(f"{scheme}://"):
+        raise ValueError(f"cors_allow_origins: {value!r} is not an origin: {_ORIGIN_FORM}")
+    if parts.path or parts.query or parts.fragment or text.endswith(("?", "#")):
+        raise ValueError(
+            f"cors_allow_origins: {value!r} has a path, query or fragment; an origin is "
+            f"only scheme://host[:port] (what a browser sends as Origin): {_ORIGIN_FORM}"
+        )
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(f"cors_allow_origins: {value!r} has user info: {_ORIGIN_FORM}")
+    if ":" in host:
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError as exc:
+            raise ValueError(f"cors_allow_origins: {value!r} has a bad IPv6 host") from exc
+        host = f"[{host}]"
+    elif not _HOST_NAME.fullmatch(host):
+        hint = "; write an international name in its xn-- (punycode) form" * (not host.isascii())
+        raise ValueError(f"cors_allow_origins: {value!r} has a bad host name{hint}")
+    if port is not None and port != _DEFAULT_PORTS[scheme]:
+        return f"{scheme}://{host}:{port}"
+    return f"{scheme}://{host}"
 
 
 class GatewaySettings(BaseModel):
@@ -129,6 +188,22 @@ class GatewaySettings(BaseModel):
         ),
         validation_alias=_env("COMPARE_MAX_DIFF_ENTRIES"),
     )
+    cors_allow_origins: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Origins (scheme://host[:port], e.g. `https://app.example.com`) whose web pages "
+            "may call the gateway from the browser, e.g. to embed `<spindle-conversation>` "
+            "(CORS, without cookies; docs/streaming/embedding.md); JSON list. Empty: no CORS "
+            "headers, only pages of the gateway's own origin. `*` is refused"
+        ),
+        validation_alias=_env("CORS_ALLOW_ORIGINS"),
+    )
+
+    @field_validator("cors_allow_origins")
+    @classmethod
+    def _cors_allow_origins_are_origins(cls, value: list[str]) -> list[str]:
+        # Refused at start-up: a misspelt origin would otherwise fail in the browser only.
+        return list(dict.fromkeys(cors_origin(entry) for entry in value))
 
     @property
     def base_url(self) -> str:
