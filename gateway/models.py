@@ -231,6 +231,11 @@ class RunDetail(BaseModel):
         None, description="the run's caps, spend (workstreams included) and the cap reached"
     )
     deadline_at: str | None = Field(None, description="when the run's deadline falls (ISO 8601)")
+    awaiting_message: list[str] = Field(
+        default_factory=list,
+        description="interactive agents (node ids) of the main workstream that answered and "
+        "wait for the next user message, as the running workflow says; empty once it ended",
+    )
     ended_by: EndedBy | None = Field(
         None,
         description="who or what ended a run that did not complete (a user, the run that "

@@ -170,6 +170,7 @@ def _apply_live(detail: RunDetail, live: RunDescription) -> None:
     detail.error = live.error or detail.error
     detail.budget = live.budget
     detail.deadline_at = live.deadline_at
+    detail.awaiting_message = list(live.awaiting_message)
 
 
 async def _reconciled(  # noqa: PLR0917 (private; every argument is needed)

@@ -449,6 +449,11 @@ class RunDescription(BaseModel):
     generation: int = Field(1, description="runs of the continue-as-new chain so far")
     budget: BudgetState | None = Field(None, description="caps, spend, the cap reached")
     deadline_at: str | None = Field(None, description="ISO 8601: when the run's deadline falls")
+    awaiting_message: list[str] = Field(
+        default_factory=list,
+        description="interactive agents of the main workstream that answered and wait for "
+        "the next user message (their IDLE names no child), by node id",
+    )
 
 
 # Defined before the models they name (UserInput, FileUploaded): resolved here.

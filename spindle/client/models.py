@@ -163,6 +163,8 @@ class RunInfo(_Answer):
     closed_at: datetime | None = None
     budget: BudgetState | None = None
     deadline_at: str | None = None
+    awaiting_message: list[str] = Field(default_factory=list)
+    """Interactive agents (node ids) that answered and wait for the next user message."""
     ended_by: EndedBy | None = None
     """Who or what ended a run that did not complete, and why."""
     history: HistoryBudget | None = None

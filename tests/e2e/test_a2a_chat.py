@@ -6,14 +6,25 @@ same task continues the conversation, and ``metadata.complete`` or a cancel ends
 
 from __future__ import annotations
 
+import contextlib
+
 import httpx
 import pytest
 from a2a.client.client import Client
 from a2a.helpers import get_data_parts, get_text_parts
-from a2a.types import CancelTaskRequest, GetTaskRequest, Task, TaskState
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    StreamResponse,
+    SubscribeToTaskRequest,
+    Task,
+    TaskState,
+)
 
+from spindle.shared.bus.message_bus import MessageBus
+from spindle.shared.contracts.messages import AgentMessageType, CompactMessage
 from tests.e2e.conftest import Caller, SpindleStack
-from tests.e2e.test_a2a import a2a_client, send, send_blocking, user_message
+from tests.e2e.test_a2a import a2a_client, rpc, send, send_blocking, user_message
 
 pytestmark = pytest.mark.e2e
 
@@ -98,3 +109,77 @@ async def test_a_streamed_conversation_stops_at_each_answer_and_cancel_ends_it(
         assert canceled.status.state == TaskState.TASK_STATE_CANCELED
         again = await client.get_task(GetTaskRequest(id=task_id))
     assert again.status.state == TaskState.TASK_STATE_CANCELED
+
+
+FLOOD = 40
+"""Messages ``flood`` posts: more than the 32 the old lookback read."""
+
+
+async def flood(stack: SpindleStack, workflow_id: str, unique: str) -> None:
+    """Post ``FLOOD`` messages on another workstream of the run's stream, with the real
+    bus, as a workstream does while the agent waits."""
+    bus = MessageBus.from_settings(stack.settings)
+    try:
+        posted = await bus.post_many(
+            workflow_id,
+            [
+                (
+                    CompactMessage(t=AgentMessageType.UPDATE, m=f"step {k}", w="ws-flood"),
+                    f"flood-{unique}-{k}",
+                )
+                for k in range(FLOOD)
+            ],
+        )
+    finally:
+        await bus.close()
+    assert [p.duplicate or p.closed for p in posted] == [False] * FLOOD
+
+
+async def first_event(client: Client, task_id: str) -> StreamResponse:
+    """The first event of a subscription to the task (the task as it is now)."""
+    events = client.subscribe(SubscribeToTaskRequest(id=task_id))
+    async with contextlib.aclosing(events):  # type: ignore[type-var]
+        async for event in events:
+            return event
+    raise AssertionError("the subscription sent nothing")
+
+
+async def test_a_waiting_agent_stays_input_required_behind_other_workstreams_messages(
+    stack: SpindleStack,
+    callers: dict[str, Caller],
+    http: httpx.AsyncClient,
+    examples: list[str],
+    unique: str,
+) -> None:
+    """More messages on another workstream after the agent's IDLE than any lookback
+    (the old one read the last 32) leave the task input-required with the answer."""
+    async with (
+        a2a_client(stack, callers["alice"], streaming=False) as client,
+        a2a_client(stack, callers["alice"], streaming=True) as streaming,
+    ):
+        first = await send_blocking(client, user_message(f"what is 6 * 7 {unique}", graph="chat"))
+        assert first.status.state == WAITING, first
+        before = await client.get_task(GetTaskRequest(id=first.id))
+        answer = status_text(before)
+        assert answer == answers(await run_messages(http, first.id))[-1]
+
+        await flood(stack, first.id, unique)
+        kept = await run_messages(http, first.id)
+        assert [m.get("w") for m in kept[-FLOOD:]] == ["ws-flood"] * FLOOD
+
+        run = (await http.get(f"/runs/{first.id}")).json()
+        assert run["awaiting_message"] == ["assistant"]
+        after = await client.get_task(GetTaskRequest(id=first.id))
+        assert after.status.state == WAITING and status_text(after) == answer
+        assert after.status.message == before.status.message  # the same message, same id
+        legacy = await rpc(stack, callers["alice"], "tasks/get", {"id": first.id})
+        assert legacy["result"]["status"]["state"] == "input-required", legacy
+        assert legacy["result"]["status"]["message"]["parts"][0]["text"] == answer
+        opened = await first_event(streaming, first.id)
+        assert opened.task.status.state == WAITING and status_text(opened.task) == answer
+
+        # The agent still takes the next message and answers it.
+        second = await send_blocking(client, follow_up("and 2 + 3", first))  # type: ignore[arg-type]
+        assert (second.id, second.status.state) == (first.id, WAITING)
+        assert "and 2 + 3" in status_text(second)
+        await client.cancel_task(CancelTaskRequest(id=first.id))

@@ -14,6 +14,7 @@ import mcp_types as types
 import pytest
 
 from tests.e2e.conftest import Caller, SpindleStack
+from tests.e2e.test_a2a_chat import flood
 from tests.e2e.test_mcp import mcp_client, run_of
 from tests.e2e.test_mcp_tasks import raw_mcp, start_task
 
@@ -58,5 +59,11 @@ async def test_a_chat_task_waiting_for_the_user_is_input_required_with_the_answe
                 break
         assert status["status"] == "input_required", status
         assert f"what is 6 * 7 {unique}" in status["statusMessage"]
+        await flood(stack, task_id, unique)  # another workstream talks while it waits
+        again = await session.request("tasks/get", {"taskId": task_id})
+        assert (again["status"], again["statusMessage"]) == (
+            "input_required",
+            status["statusMessage"],
+        )
         cancelled = await session.request("tasks/cancel", {"taskId": task_id})
         assert cancelled["status"] == "cancelled"

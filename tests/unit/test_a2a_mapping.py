@@ -9,10 +9,12 @@ from google.protobuf.json_format import MessageToDict
 from spindle.gateway.models import RunDetail
 from spindle.gateway.protocols.a2a.task_mapping import (
     IdleWatch,
+    current_wait,
     run_input,
     task_from_run,
     user_answer,
 )
+from spindle.shared.bus.message_bus import StoredMessage
 from spindle.shared.contracts.messages import AgentMessageType, CompactMessage
 from spindle.shared.contracts.runs import PendingInput
 
@@ -138,3 +140,48 @@ def test_after_a_follow_up_an_idle_from_before_it_is_not_its_answer() -> None:
     assert watch.event("t1", _message(AgentMessageType.ANSWER, "5", {"node_id": "a"})) is None
     event = watch.event("t1", idle)
     assert event is not None and get_text_parts(event.status.message.parts) == ["5"]
+
+
+def _kept(*messages: CompactMessage) -> list[StoredMessage]:
+    """The messages as the stream keeps them, seq 1, 2, …"""
+    return [
+        StoredMessage(seq, 1, m.model_dump_json(exclude_none=True).encode())
+        for seq, m in enumerate(messages, start=1)
+    ]
+
+
+WAITS = {"node_id": "a", "waiting_for": []}
+
+
+def test_the_wait_is_found_behind_any_number_of_other_workstreams_messages() -> None:
+    children = [_message(AgentMessageType.UPDATE, f"step {k}", {}, w="ws-1") for k in range(500)]
+    kept = _kept(
+        _message(AgentMessageType.ANSWER, "the answer", {"node_id": "a"}),
+        _message(AgentMessageType.IDLE, "waiting for your message", WAITS),
+        _message(AgentMessageType.SYSTEM, "file uploaded: a.txt", {}),  # a wait lets it pass
+        *children,
+    )
+    event = current_wait("t1", kept, ["a"])
+    assert event is not None and event.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert get_text_parts(event.status.message.parts) == ["the answer"]
+    assert event.status.message.message_id == "t1-idle-2"  # the IDLE's seq: stable
+    assert current_wait("t1", kept, []) is None  # the run says no agent waits
+
+
+def test_a_wait_whose_idle_is_not_posted_yet_or_another_agents_is_not_shown() -> None:
+    earlier = [
+        _message(AgentMessageType.ANSWER, "first", {"node_id": "a"}),
+        _message(AgentMessageType.IDLE, "waiting for your message", WAITS),
+        _message(AgentMessageType.QUESTION, "and then?", {"node_id": "a"}),
+        _message(AgentMessageType.ANSWER, "second", {"node_id": "a"}),
+    ]
+    assert current_wait("t1", _kept(*earlier), ["a"]) is None  # the new IDLE comes next
+    assert current_wait("t1", _kept(*earlier[:2]), ["b"]) is None
+
+
+def test_a_wait_trimmed_from_the_stream_still_reads_input_required() -> None:
+    kept = _kept(*[_message(AgentMessageType.UPDATE, "x", {}, w="ws-1") for _ in range(3)])
+    event = current_wait("t1", kept, ["a"])
+    assert event is not None and event.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert get_data_parts(event.status.message.parts) == [{"node_id": "a", "awaiting": "message"}]
+    assert event.status.message.message_id == "t1-idle"

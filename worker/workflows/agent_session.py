@@ -182,6 +182,7 @@ class AgentSession:
         self._idle_posted = carried.idle_posted if carried else False
         self.completed = carried.completed if carried else False
         self.idle = False
+        self._awaited: list[str] = []  # the children the current wait is for
         # A user message is given only after the first turn: before it, the loop's
         # conversation has no opening, and the node's own prompt would be lost.
         self._turned = carried is not None
@@ -332,6 +333,7 @@ class AgentSession:
             changed = awaited and self._workstreams.reports.awaited(self.node_id) != awaited
             return self._has_input() or self.completed or bool(changed)
 
+        self._awaited = awaited
         self.idle = True
         try:
             if not self.interactive:
@@ -356,6 +358,12 @@ class AgentSession:
         self._posts.say(
             AgentMessageType.COMPLETE, f"agent '{self.node_id}' {why}", details, self.node_id
         )
+
+    @property
+    def awaits_user(self) -> bool:
+        """Answered and waits for the next user message (its IDLE names no child):
+        what A2A and MCP show as input-required (the ``describe`` query)."""
+        return self.idle and self.interactive and self._last is not None and not self._awaited
 
     # -- continue-as-new ------------------------------------------------------------
 
@@ -468,6 +476,10 @@ class AgentSessions:
         """The agent ``node_id`` waits (IDLE) and may be carried."""
         session = self._open.get(node_id)
         return session is not None and session.resumable
+
+    def awaiting_message(self) -> list[str]:
+        """The agents that answered and wait for the next user message (``awaits_user``)."""
+        return [node_id for node_id, s in self._open.items() if s.awaits_user]
 
     def listening(self, node_id: str | None = None) -> AgentSession | None:
         """The agent a message goes to: ``node_id``'s, else the latest listening one."""

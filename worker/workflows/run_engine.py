@@ -493,7 +493,8 @@ class RunEngine:
     # -- describe query --------------------------------------------------------
 
     def describe(self) -> RunDescription:
-        """The live state: status, running nodes, the oldest pending prompt, reports."""
+        """The live state: status, running nodes, the oldest pending prompt, reports, the
+        agents waiting for a user message."""
         current = self._scheduler.running
         status = self._status
         if status is RunStatus.RUNNING and self.prompts.all_pending(current):
@@ -512,6 +513,7 @@ class RunEngine:
             generation=self._handover.generation,
             budget=self.budget.state() if self.budget.shown else None,
             deadline_at=self._deadline.iso,
+            awaiting_message=self.agents.awaiting_message(),
         )
 
 

@@ -133,7 +133,7 @@ class SpindleRequestHandler(RequestHandler):
         )
         detail = await describe(call, params.id)
         history = [] if length == 0 else await task_history(call, detail)
-        task = await with_idle_status(call, task_from_run(detail, owner.user_id))
+        task = await with_idle_status(call, task_from_run(detail, owner.user_id), detail)
         return with_history(task, history, length)
 
     async def on_list_tasks(
@@ -232,8 +232,8 @@ class SpindleRequestHandler(RequestHandler):
                 yield event
             return
         async with follower_of(call, params.id, from_now=True) as follower:
-            task = task_from_run(await describe(call, params.id), owner.user_id)
-            task = await with_idle_status(call, task)
+            detail = await describe(call, params.id)
+            task = await with_idle_status(call, task_from_run(detail, owner.user_id), detail)
             if task.status.state in TERMINAL_STATES:
                 raise UnsupportedOperationError(
                     message=f"task '{params.id}' has already finished: nothing to subscribe to"

@@ -41,7 +41,7 @@ from a2a.utils.errors import (
 from google.protobuf.json_format import MessageToDict
 from pydantic import ValidationError
 
-from spindle.gateway.models import StartRunRequest
+from spindle.gateway.models import RunDetail, StartRunRequest
 from spindle.gateway.protocols.a2a.run_follower import RunFollower
 from spindle.gateway.protocols.a2a.spindle_call import (
     authorize,
@@ -55,6 +55,7 @@ from spindle.gateway.protocols.a2a.task_mapping import (
     agent_message,
     artifact_events,
     asks_for_input,
+    current_wait,
     input_required_event,
     progress_event,
     run_input,
@@ -77,7 +78,7 @@ from spindle.shared.contracts.errors import (
     SpindleError,
     ValidationFailed,
 )
-from spindle.shared.contracts.messages import MAIN_WORKSTREAM, AgentMessageType, CompactMessage
+from spindle.shared.contracts.messages import CompactMessage
 from spindle.shared.contracts.runs import RunStatus
 
 
@@ -350,37 +351,27 @@ async def _snapshot(call: Caller, task_id: str, user_id: str | None) -> Task:
     return task
 
 
-# A task read looks this far back in the run's messages for an interactive agent's
-# IDLE and the answer before it (the IDLE is the agent's last post; its answer's
-# streamed chunks come before the answer). Not found there: the task reads as working.
-IDLE_LOOKBACK = 32
-
-
-async def idle_wait(call: Caller, task_id: str) -> TaskStatusUpdateEvent | None:
+async def idle_wait(call: Caller, detail: RunDetail) -> TaskStatusUpdateEvent | None:
     """The ``input-required`` update of a run whose interactive agent has answered and
-    waits for the next user message (its answer as the status message), else None."""
-    bus = call.state.bus
-    last = await bus.last_seq(task_id)
-    watch = IdleWatch()
-    found: TaskStatusUpdateEvent | None = None
-    for item in await bus.history(task_id, after_seq=max(0, last - IDLE_LOOKBACK)):
-        message = CompactMessage.model_validate_json(item.raw)
-        event = watch.event(task_id, message)
-        if event is not None:
-            found = event
-            # Stable: two reads of an unchanged task are equal.
-            found.status.message.message_id = f"{task_id}-idle-{item.seq}"
-        elif message.workstream == MAIN_WORKSTREAM and message.t != AgentMessageType.IDLE:
-            found = None  # the agent took a message since, and works on it
-    return found
+    waits for the next user message (its answer as the status message), else None.
+
+    The run says whether an agent waits (``detail.awaiting_message``, from its
+    ``describe`` query, read with the rest of ``detail``); only then is its stream
+    read, back from the end, for the wait's IDLE and answer (``current_wait``),
+    however many other workstreams' messages came after them.
+    """
+    if not detail.awaiting_message:
+        return None
+    kept = await call.state.bus.history(detail.workflow_id)
+    return current_wait(detail.workflow_id, kept, detail.awaiting_message)
 
 
-async def with_idle_status(call: Caller, task: Task) -> Task:
+async def with_idle_status(call: Caller, task: Task, detail: RunDetail) -> Task:
     """``task`` (working) as ``input-required`` when its interactive agent waits for the
-    next user message (``idle_wait``)."""
+    next user message (``idle_wait``); ``detail`` is the run ``task`` was made from."""
     if task.status.state != TaskState.TASK_STATE_WORKING:
         return task
-    found = await idle_wait(call, task.id)
+    found = await idle_wait(call, detail)
     if found is not None:
         task.status.CopyFrom(found.status)
     return task

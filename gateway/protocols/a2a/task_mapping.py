@@ -13,6 +13,7 @@ every other A2A JSON member (``rootTaskId``, ``userId``, ``runId``).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from a2a.helpers import get_data_parts, get_text_parts, new_data_part, new_text_part
@@ -32,6 +33,7 @@ from a2a.utils.errors import InvalidParamsError
 
 from spindle.gateway.models import RunDetail
 from spindle.gateway.protocols.a2a.a2a_output import REPLY_SUFFIX, declared_artifacts, reply_parts
+from spindle.shared.bus.message_bus import StoredMessage
 from spindle.shared.contracts.messages import MAIN_WORKSTREAM, AgentMessageType, CompactMessage
 from spindle.shared.contracts.runs import RunStatus, UserInput
 
@@ -245,6 +247,54 @@ def idle_event(task_id: str, message: CompactMessage, answer: str | None) -> Tas
     return status_event(
         task_id, TaskState.TASK_STATE_INPUT_REQUIRED, agent_message(task_id, text, data)
     )
+
+
+def current_wait(
+    task_id: str, kept: Sequence[StoredMessage], agents: Sequence[str]
+) -> TaskStatusUpdateEvent | None:
+    """The ``input-required`` update of the wait the run says it is in (``agents``: the
+    agents waiting for a user message, from the ``describe`` query), else None.
+
+    Read back from the run's last message over the whole kept stream (no fixed
+    lookback), skipping the other workstreams' messages (a child may post any number
+    while the agent waits) and the main ones a wait lets pass (an upload's SYSTEM, a
+    WARNING): the wait's IDLE is the agent's last post, its answer the last main
+    ANSWER before it. An ANSWER or QUESTION after the last IDLE means this wait's IDLE
+    is not posted yet (it goes out just after the wait begins): None until it is. A
+    stream trimmed past the IDLE gives the IDLE's default text.
+
+    The status message id is ``<task_id>-idle-<seq of the IDLE>``: two reads of an
+    unchanged task are equal, and a newer wait has another id.
+    """
+    if not agents:
+        return None
+    wait: tuple[int, CompactMessage] | None = None
+    answer: str | None = None
+    for item in reversed(kept):
+        message = CompactMessage.model_validate_json(item.raw)
+        if message.workstream != MAIN_WORKSTREAM:
+            continue
+        if wait is None and message.t in (AgentMessageType.ANSWER, AgentMessageType.QUESTION):
+            return None
+        if wait is not None and waits_for_user(message):
+            break  # an earlier wait: the agent answered nothing since
+        if wait is not None and message.t == AgentMessageType.ANSWER and message.m:
+            answer = message.m
+            break
+        if wait is None and waits_for_user(message):
+            details = message.d if isinstance(message.d, dict) else {}
+            if details.get("node_id") not in agents:
+                return None
+            wait = (item.seq, message)
+    if wait is None:
+        idle = CompactMessage(t=AgentMessageType.IDLE, d={"node_id": agents[0]})
+        found = idle_event(task_id, idle, None)
+        found.status.message.message_id = f"{task_id}-idle"
+        return found
+    seq, idle = wait
+    found = idle_event(task_id, idle, answer)
+    found.status.message.message_id = f"{task_id}-idle-{seq}"
+    return found
 
 
 def status_text(event: TaskStatusUpdateEvent) -> str:

@@ -258,7 +258,7 @@ async def get_task(ctx: Context, params: types.GetTaskRequestParams) -> dict[str
     detail = await _task(caller, params.task_id, RunAction.READ)
     task = task_of(detail, _poll_ms(caller))
     if task.status == "working":
-        waiting = await idle_wait(caller, params.task_id)
+        waiting = await idle_wait(caller, detail)
         if waiting is not None:  # an interactive agent answered and waits for the user
             update = {"status": "input_required", "status_message": status_text(waiting)}
             task = task.model_copy(update=update)
@@ -391,7 +391,7 @@ async def _follow(ctx: Context, caller: Caller, task_id: str, after_seq: int) ->
 async def _still_waiting(caller: Caller, task_id: str, seq: int) -> bool:
     """Whether the IDLE at ``seq`` is the wait the run is in now: a ``tasks/result``
     after an older cursor replays waits the user has answered already."""
-    current = await idle_wait(caller, task_id)
+    current = await idle_wait(caller, await describe_run(caller, RunLookup(workflow_id=task_id)))
     return current is not None and current.status.message.message_id == f"{task_id}-idle-{seq}"
 
 
