@@ -61,6 +61,20 @@ def _run(workflow_id: str, replay: CallReplay | None = None) -> RunRef:
     )
 
 
+async def _source_run(archive: RunArchive, workflow_id: str, status: str) -> None:
+    now = utcnow()
+    await archive.create_run(
+        RunRecord(
+            workflow_id=workflow_id,
+            run_id="r1",
+            graph_name="g",
+            status=status,
+            created_at=now,
+            updated_at=now,
+        )
+    )
+
+
 def test_tool_keys_match_canonical_arguments() -> None:
     one = tool_key("n", "search", {"text": "a", "limit": 3, "extra": None})
     assert one.digest == tool_key("n", "search", {"limit": 3, "text": "a"}).digest
@@ -142,17 +156,7 @@ async def test_records_go_with_their_run_when_the_archive_is_pruned(
     archive = recorder.archive
     assert archive is not None
     workflow_id = f"old-{uuid.uuid4().hex[:8]}"
-    now = utcnow()
-    await archive.create_run(
-        RunRecord(
-            workflow_id=workflow_id,
-            run_id="r1",
-            graph_name="g",
-            status="completed",
-            created_at=now,
-            updated_at=now,
-        )
-    )
+    await _source_run(archive, workflow_id, "completed")
     plan = await recorder.begin(_run(workflow_id), tool_key("n", "t", {}))
     op = recorder.record(plan, 1)
     assert op is not None
@@ -175,20 +179,6 @@ class WatchedOutbox(ArchiveOutbox):
     async def caught_up(self, *, within: float) -> bool:
         self.waiting.set()
         return await super().caught_up(within=within)
-
-
-async def _source_run(archive: RunArchive, workflow_id: str, status: str) -> None:
-    now = utcnow()
-    await archive.create_run(
-        RunRecord(
-            workflow_id=workflow_id,
-            run_id="r1",
-            graph_name="g",
-            status=status,
-            created_at=now,
-            updated_at=now,
-        )
-    )
 
 
 async def test_a_miss_waits_for_a_lost_workers_queue_unless_the_source_end_is_archived(
