@@ -358,6 +358,21 @@ class MessageBus:
             for k in range(start, stop)
         ]
 
+    async def tail(self, stream_id: str, count: int) -> tuple[list[StoredMessage], bool]:
+        """The last ``count`` stored messages in seq order, and whether they are all
+        the stream keeps (a reader going back from the end reads more only if not)."""
+        key = stream_key(stream_id, "log")
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.get(stream_key(stream_id, "seq"))
+            pipe.llen(key)
+            pipe.lrange(key, -max(1, count), -1)
+            counter_raw, length, entries = await pipe.execute()
+        first_seq = int(counter_raw or 0) - len(entries) + 1
+        stored = [
+            StoredMessage(first_seq + k, stored_ts(raw), raw) for k, raw in enumerate(entries)
+        ]
+        return stored, len(entries) >= int(length)
+
     async def last_seq(self, stream_id: str) -> int:
         """The last seq assigned on a stream, 0 when nothing was posted."""
         value = await self._redis.get(stream_key(stream_id, "seq"))

@@ -55,14 +55,15 @@ from spindle.gateway.protocols.a2a.task_mapping import (
     agent_message,
     artifact_events,
     asks_for_input,
-    current_wait,
     input_required_event,
     progress_event,
     run_input,
+    scan_wait,
     status_event,
     task_from_run,
     task_metadata,
     user_answer,
+    wait_event,
 )
 from spindle.gateway.runs.access import RunAction
 from spindle.gateway.runs.temporal import describe_workflow, run_status_of
@@ -351,19 +352,30 @@ async def _snapshot(call: Caller, task_id: str, user_id: str | None) -> Task:
     return task
 
 
+# The last messages a read of a waiting run takes first; four times more each time
+# the wait's IDLE and answer are further back (behind other workstreams' messages).
+WAIT_READ_FIRST = 64
+
+
 async def idle_wait(call: Caller, detail: RunDetail) -> TaskStatusUpdateEvent | None:
     """The ``input-required`` update of a run whose interactive agent has answered and
     waits for the next user message (its answer as the status message), else None.
 
     The run says whether an agent waits (``detail.awaiting_message``, from its
     ``describe`` query, read with the rest of ``detail``); only then is its stream
-    read, back from the end, for the wait's IDLE and answer (``current_wait``),
-    however many other workstreams' messages came after them.
+    read, back from the end in growing pages, for the wait's IDLE and answer
+    (``scan_wait``), however many other workstreams' messages came after them.
     """
-    if not detail.awaiting_message:
+    agents = detail.awaiting_message
+    if not agents:
         return None
-    kept = await call.state.bus.history(detail.workflow_id)
-    return current_wait(detail.workflow_id, kept, detail.awaiting_message)
+    count = WAIT_READ_FIRST
+    while True:
+        kept, whole = await call.state.bus.tail(detail.workflow_id, count)
+        scan = scan_wait(kept, agents)
+        if scan.decided or whole:
+            return wait_event(detail.workflow_id, scan, agents)
+        count *= 4
 
 
 async def with_idle_status(call: Caller, task: Task, detail: RunDetail) -> Task:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from a2a.helpers import get_data_parts, get_text_parts, new_data_part, new_text_part
@@ -249,50 +250,79 @@ def idle_event(task_id: str, message: CompactMessage, answer: str | None) -> Tas
     )
 
 
+@dataclass
+class WaitScan:
+    """What reading a run's messages back from the last one found (``scan_wait``)."""
+
+    decided: bool = False
+    """The read reached its answer before the first message it was given (False: an
+    earlier message may still change it; read further back, if the stream has more)."""
+    waiting: bool = True
+    """False: the run is not in a user wait the stream shows (yet)."""
+    idle: tuple[int, CompactMessage] | None = None
+    """The wait's IDLE and its seq."""
+    answer: str | None = None
+    """The agent's last answer before its IDLE."""
+
+
+def scan_wait(kept: Sequence[StoredMessage], agents: Sequence[str]) -> WaitScan:
+    """Read ``kept`` back from its last message for the wait ``agents`` are in.
+
+    Skips the other workstreams' messages (a child may post any number while the
+    agent waits) and the main ones a wait lets pass (an upload's SYSTEM, a WARNING):
+    the wait's IDLE is the agent's last post, its answer the last main ANSWER before
+    it. An ANSWER or QUESTION after the last IDLE means this wait's IDLE is not posted
+    yet (it goes out just after the wait begins): not waiting until it is.
+    """
+    scan = WaitScan(waiting=bool(agents), decided=not agents)
+    for item in reversed(kept if agents else ()):
+        message = CompactMessage.model_validate_json(item.raw)
+        if message.workstream != MAIN_WORKSTREAM:
+            continue
+        if scan.idle is None:
+            if message.t in (AgentMessageType.ANSWER, AgentMessageType.QUESTION):
+                return WaitScan(decided=True, waiting=False)
+            if waits_for_user(message):
+                details = message.d if isinstance(message.d, dict) else {}
+                if details.get("node_id") not in agents:
+                    return WaitScan(decided=True, waiting=False)
+                scan.idle = (item.seq, message)
+            continue
+        if waits_for_user(message):
+            scan.decided = True  # an earlier wait: the agent answered nothing since
+            return scan
+        if message.t == AgentMessageType.ANSWER and message.m:
+            scan.answer, scan.decided = message.m, True
+            return scan
+    return scan
+
+
 def current_wait(
     task_id: str, kept: Sequence[StoredMessage], agents: Sequence[str]
 ) -> TaskStatusUpdateEvent | None:
     """The ``input-required`` update of the wait the run says it is in (``agents``: the
     agents waiting for a user message, from the ``describe`` query), else None.
 
-    Read back from the run's last message over the whole kept stream (no fixed
-    lookback), skipping the other workstreams' messages (a child may post any number
-    while the agent waits) and the main ones a wait lets pass (an upload's SYSTEM, a
-    WARNING): the wait's IDLE is the agent's last post, its answer the last main
-    ANSWER before it. An ANSWER or QUESTION after the last IDLE means this wait's IDLE
-    is not posted yet (it goes out just after the wait begins): None until it is. A
-    stream trimmed past the IDLE gives the IDLE's default text.
+    ``kept`` is read back from its end (``scan_wait``), as far as it goes. A stream
+    trimmed past the IDLE gives the IDLE's default text.
 
     The status message id is ``<task_id>-idle-<seq of the IDLE>``: two reads of an
     unchanged task are equal, and a newer wait has another id.
     """
-    if not agents:
+    return wait_event(task_id, scan_wait(kept, agents), agents)
+
+
+def wait_event(task_id: str, scan: WaitScan, agents: Sequence[str]) -> TaskStatusUpdateEvent | None:
+    """The ``input-required`` update ``scan`` found (see ``current_wait``), else None."""
+    if not scan.waiting or not agents:
         return None
-    wait: tuple[int, CompactMessage] | None = None
-    answer: str | None = None
-    for item in reversed(kept):
-        message = CompactMessage.model_validate_json(item.raw)
-        if message.workstream != MAIN_WORKSTREAM:
-            continue
-        if wait is None and message.t in (AgentMessageType.ANSWER, AgentMessageType.QUESTION):
-            return None
-        if wait is not None and waits_for_user(message):
-            break  # an earlier wait: the agent answered nothing since
-        if wait is not None and message.t == AgentMessageType.ANSWER and message.m:
-            answer = message.m
-            break
-        if wait is None and waits_for_user(message):
-            details = message.d if isinstance(message.d, dict) else {}
-            if details.get("node_id") not in agents:
-                return None
-            wait = (item.seq, message)
-    if wait is None:
+    if scan.idle is None:
         idle = CompactMessage(t=AgentMessageType.IDLE, d={"node_id": agents[0]})
         found = idle_event(task_id, idle, None)
         found.status.message.message_id = f"{task_id}-idle"
         return found
-    seq, idle = wait
-    found = idle_event(task_id, idle, answer)
+    seq, message = scan.idle
+    found = idle_event(task_id, message, scan.answer)
     found.status.message.message_id = f"{task_id}-idle-{seq}"
     return found
 
