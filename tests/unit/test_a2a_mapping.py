@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 from a2a.helpers import get_data_parts, get_text_parts, new_data_part, new_text_part
-from a2a.types import Message, Role, TaskState
+from a2a.types import Message, Role, TaskState, TaskStatusUpdateEvent
 from google.protobuf.json_format import MessageToDict
 
 from spindle.gateway.models import RunDetail
 from spindle.gateway.protocols.a2a.task_mapping import (
     IdleWatch,
-    current_wait,
     run_input,
+    scan_wait,
     task_from_run,
     user_answer,
+    wait_event,
 )
 from spindle.shared.bus.message_bus import StoredMessage
 from spindle.shared.contracts.messages import AgentMessageType, CompactMessage
 from spindle.shared.contracts.runs import PendingInput
+
+
+def _read(kept: list[StoredMessage], agents: list[str]) -> TaskStatusUpdateEvent | None:
+    """What a task read finds in ``kept`` (``idle_wait`` over one page that is all)."""
+    return wait_event("t1", scan_wait(kept, agents), agents)
+
 
 APPROVAL_SCHEMA = {
     "type": "object",
@@ -161,11 +168,11 @@ def test_the_wait_is_found_behind_any_number_of_other_workstreams_messages() -> 
         _message(AgentMessageType.SYSTEM, "file uploaded: a.txt", {}),  # a wait lets it pass
         *children,
     )
-    event = current_wait("t1", kept, ["a"])
+    event = _read(kept, ["a"])
     assert event is not None and event.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
     assert get_text_parts(event.status.message.parts) == ["the answer"]
     assert event.status.message.message_id == "t1-idle-2"  # the IDLE's seq: stable
-    assert current_wait("t1", kept, []) is None  # the run says no agent waits
+    assert _read(kept, []) is None  # the run says no agent waits
 
 
 def test_a_wait_whose_idle_is_not_posted_yet_or_another_agents_is_not_shown() -> None:
@@ -175,13 +182,13 @@ def test_a_wait_whose_idle_is_not_posted_yet_or_another_agents_is_not_shown() ->
         _message(AgentMessageType.QUESTION, "and then?", {"node_id": "a"}),
         _message(AgentMessageType.ANSWER, "second", {"node_id": "a"}),
     ]
-    assert current_wait("t1", _kept(*earlier), ["a"]) is None  # the new IDLE comes next
-    assert current_wait("t1", _kept(*earlier[:2]), ["b"]) is None
+    assert _read(_kept(*earlier), ["a"]) is None  # the new IDLE comes next
+    assert _read(_kept(*earlier[:2]), ["b"]) is None
 
 
 def test_a_wait_trimmed_from_the_stream_still_reads_input_required() -> None:
     kept = _kept(*[_message(AgentMessageType.UPDATE, "x", {}, w="ws-1") for _ in range(3)])
-    event = current_wait("t1", kept, ["a"])
+    event = _read(kept, ["a"])
     assert event is not None and event.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
     assert get_data_parts(event.status.message.parts) == [{"node_id": "a", "awaiting": "message"}]
     assert event.status.message.message_id == "t1-idle"

@@ -297,23 +297,15 @@ def scan_wait(kept: Sequence[StoredMessage], agents: Sequence[str]) -> WaitScan:
     return scan
 
 
-def current_wait(
-    task_id: str, kept: Sequence[StoredMessage], agents: Sequence[str]
-) -> TaskStatusUpdateEvent | None:
-    """The ``input-required`` update of the wait the run says it is in (``agents``: the
-    agents waiting for a user message, from the ``describe`` query), else None.
-
-    ``kept`` is read back from its end (``scan_wait``), as far as it goes. A stream
-    trimmed past the IDLE gives the IDLE's default text.
-
-    The status message id is ``<task_id>-idle-<seq of the IDLE>``: two reads of an
-    unchanged task are equal, and a newer wait has another id.
-    """
-    return wait_event(task_id, scan_wait(kept, agents), agents)
-
-
 def wait_event(task_id: str, scan: WaitScan, agents: Sequence[str]) -> TaskStatusUpdateEvent | None:
-    """The ``input-required`` update ``scan`` found (see ``current_wait``), else None."""
+    """The ``input-required`` update of the wait ``scan`` found (``agents``: the agents
+    waiting for a user message, from the ``describe`` query), else None.
+
+    A scan that reached the start of what it read without the IDLE (a stream trimmed
+    past it) gives the IDLE's default text. The status message id is
+    ``<task_id>-idle-<seq of the IDLE>``: two reads of an unchanged task are equal, and
+    a newer wait has another id.
+    """
     if not scan.waiting or not agents:
         return None
     if scan.idle is None:
