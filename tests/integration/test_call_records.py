@@ -227,6 +227,24 @@ async def test_a_miss_waits_for_a_lost_workers_queue_unless_the_source_end_is_ar
             await asyncio.wait_for(recorder.begin(fork, key, part="again"), timeout=60)
         assert missed.value.type == "NoRecordedCall"
         assert not outbox.waiting.is_set()
+        assert "archive_catch_up_seconds" not in str(missed.value)
+
+        # A source whose end is still queued past archive_catch_up_seconds: the miss
+        # says why it found nothing.
+        waiting = _run(f"source-{uuid.uuid4().hex[:8]}")
+        await _source_run(archive, waiting.workflow_id, "running")
+        impatient = CallRecorder(
+            bus.redis, archive, call_settings.model_copy(update={"archive_catch_up_seconds": 0.2})
+        )
+        late = _run(
+            f"fork-{uuid.uuid4().hex[:8]}",
+            CallReplay(source_workflow_id=waiting.workflow_id, tools="recorded"),
+        )
+        with pytest.raises(ApplicationError) as behind:
+            await impatient.begin(late, key)
+        assert "archive was still behind after 0.2 s (archive_catch_up_seconds)" in str(
+            behind.value
+        )
     finally:
         await bus.redis.delete(outbox.lock_key)
         attach_outbox(archive, None)

@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 from temporalio import activity
@@ -58,6 +58,9 @@ if TYPE_CHECKING:
 
 #: Sources remembered as ended per worker (the set starts over past it).
 _ENDED_KEPT = 10_000
+
+#: What a miss's wait for the archive found (``CallRecorder._catch_up``).
+CatchUp = Literal["ended", "caught_up", "behind"]
 
 
 @dataclass
@@ -133,42 +136,55 @@ class CallRecorder:
         mode = None if replay is None else replay.tools if key.kind == "tool" else replay.llm
         if replay is None or mode != "recorded":
             return CallPlan(run=run, key=key, n=n)
-        recorded = None
+        recorded, archive = None, "ended"
         if n and self.archive is not None:
             source = replay.source_workflow_id
             recorded = await recorded_result(self.archive, source, key.digest, n)
-            if recorded is None and await self._caught_up(source):
+            if recorded is None:
+                archive = await self._catch_up(source)
+            if archive == "caught_up":
                 recorded = await recorded_result(self.archive, source, key.digest, n)
         if recorded is None and replay.on_miss == "fail":
+            behind = (
+                f"; the source's archive was still behind after {self.catch_up_seconds:g} s "
+                "(archive_catch_up_seconds)"
+                if archive == "behind"
+                else ""
+            )
             raise to_application_error(
                 NoRecordedCall(
                     f"no recorded call matches {key.described} in run "
                     f"'{replay.source_workflow_id}' (identical call {n or 'past the limit'}); "
-                    "the fork replays with on_miss 'fail'",
+                    f"the fork replays with on_miss 'fail'{behind}",
                     context={"node": key.node_id, "kind": key.kind, "name": key.name},
                 )
             )
         return CallPlan(run=run, key=key, n=n, recorded=recorded, replayed=True)
 
-    async def _caught_up(self, source: str) -> bool:
-        """After a miss: True when the source's end was not archived yet and the
-        archiver has now written what was queued before (look again).
+    async def _catch_up(self, source: str) -> CatchUp:
+        """After a miss: ``"caught_up"`` when the source's end was not archived yet and
+        the archiver has now written what was queued before (look again), ``"ended"``
+        when its end is archived (the miss is real), ``"behind"`` when the archiver did
+        not catch up within ``archive_catch_up_seconds``.
 
         The archive writes a run's records before its end (one ordered queue), so a
         source whose document says it ended holds every record it will: its misses
         are real. Otherwise its last records may still be queued, e.g. behind a
-        worker lost while draining (``archive_catch_up_seconds``).
+        worker lost while draining.
         """
         if source in self._ended or self.archive is None:
-            return False
+            return "ended"
         document = await self.archive.runs.find_one({"_id": source}, {"status": 1})
         if document is not None and document.get("status") in ENDED_STATUSES:
             if len(self._ended) >= _ENDED_KEPT:
                 self._ended.clear()
             self._ended.add(source)
-            return False
+            return "ended"
         outbox = attached_outbox(self.archive)
-        return outbox is not None and await outbox.caught_up(within=self.catch_up_seconds)
+        if outbox is None:
+            return "ended"  # no queue: every write went to MongoDB directly
+        caught = await outbox.caught_up(within=self.catch_up_seconds)
+        return "caught_up" if caught else "behind"
 
     def record(self, plan: CallPlan, result: Any) -> SaveCallRecords | None:
         """The operation that records ``result`` (JSON-able), or None when it is not
